@@ -1,0 +1,82 @@
+"""The `Model` protocol every upstream client implements, and its request/response records."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from toolwire.models.messages import AssistantMessage, Message, Usage
+from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
+from toolwire.tools.tool import Tool
+
+__all__ = [
+    "FinishReason",
+    "Model",
+    "ModelError",
+    "ModelResponse",
+    "ModelSettings",
+    "ModelStreamEvent",
+    "ToolChoice",
+]
+
+ToolChoice = Literal["auto", "none", "required"] | str
+"""`auto`, `none`, `required`, or the name of one tool the model must call."""
+
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSettings:
+    temperature: float | None = None
+    max_tokens: int | None = None
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelResponse:
+    """One complete model turn. Tool calls in `message` are fully assembled."""
+
+    message: AssistantMessage
+    finish_reason: FinishReason = "stop"
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+
+
+ModelStreamEvent = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta | ModelResponse
+"""What `Model.stream` yields: deltas as they arrive, then exactly one `ModelResponse` last.
+
+`ToolCallStart` / `ToolCallArgsDelta` are informational (for showing progress); the
+authoritative calls are the ones in the final `ModelResponse`.
+"""
+
+
+class ModelError(Exception):
+    """The model endpoint failed or could not be reached. `str(err)` is one readable line."""
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+        self.status = status
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class Model(Protocol):
+    """An upstream model. Implementations: OpenAIChatModel, OfflineModel, ScriptedModel, ..."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Tool],
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse: ...
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Tool],
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ModelStreamEvent]: ...

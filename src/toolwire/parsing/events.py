@@ -1,0 +1,102 @@
+"""Stream events of the parsers and the assembled `ParsedOutput`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+__all__ = [
+    "ContentDelta",
+    "ParseEvent",
+    "ParsedOutput",
+    "ParsedToolCall",
+    "ReasoningDelta",
+    "ToolCallArgsDelta",
+    "ToolCallStart",
+    "assemble",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ContentDelta:
+    text: str
+    type: Literal["content"] = "content"
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+    type: Literal["reasoning"] = "reasoning"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    """A tool call begins. Emitted once per call, only once the whole call is known."""
+
+    index: int
+    id: str
+    name: str
+    type: Literal["tool_call_start"] = "tool_call_start"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallArgsDelta:
+    """A fragment of a call's JSON arguments; the fragments of one index concatenate to it."""
+
+    index: int
+    text: str
+    type: Literal["tool_call_args"] = "tool_call_args"
+
+
+ParseEvent = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParsedToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    arguments_json: str
+    """The arguments as compact JSON text; `orjson.loads(arguments_json) == arguments`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParsedOutput:
+    content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[ParsedToolCall] = field(default_factory=list)
+
+
+def assemble(events: Iterable[ParseEvent]) -> ParsedOutput:
+    """Fold a sequence of events into the `ParsedOutput` they describe."""
+    content: list[str] = []
+    reasoning: list[str] = []
+    starts: dict[int, ToolCallStart] = {}
+    args: dict[int, list[str]] = {}
+    for ev in events:
+        if isinstance(ev, ContentDelta):
+            content.append(ev.text)
+        elif isinstance(ev, ReasoningDelta):
+            reasoning.append(ev.text)
+        elif isinstance(ev, ToolCallStart):
+            starts[ev.index] = ev
+            args.setdefault(ev.index, [])
+        else:
+            args.setdefault(ev.index, []).append(ev.text)
+    calls = []
+    for index in sorted(starts):
+        text = "".join(args[index]) or "{}"
+        parsed = orjson.loads(text)
+        calls.append(
+            ParsedToolCall(
+                id=starts[index].id, name=starts[index].name, arguments=parsed, arguments_json=text
+            )
+        )
+    return ParsedOutput(
+        content="".join(content) or None,
+        reasoning="".join(reasoning) or None,
+        tool_calls=calls,
+    )
