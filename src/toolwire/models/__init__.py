@@ -1,1 +1,47 @@
+"""Upstream model clients behind one `Model` protocol."""
 
+from toolwire.models import messages
+from toolwire.models.base import (
+    FinishReason,
+    Model,
+    ModelError,
+    ModelResponse,
+    ModelSettings,
+    ModelStreamEvent,
+    ToolChoice,
+)
+from toolwire.models.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from toolwire.models.scripted import (
+    ScriptedModel,
+    ScriptedRequest,
+    ScriptedResponse,
+    ScriptExhaustedError,
+)
+
+__all__ = [
+    "AssistantMessage",
+    "FinishReason",
+    "Message",
+    "Model",
+    "ModelError",
+    "ModelResponse",
+    "ModelSettings",
+    "ModelStreamEvent",
+    "ScriptExhaustedError",
+    "ScriptedModel",
+    "ScriptedRequest",
+    "ScriptedResponse",
+    "SystemMessage",
+    "ToolChoice",
+    "ToolMessage",
+    "Usage",
+    "UserMessage",
+    "messages",
+]
