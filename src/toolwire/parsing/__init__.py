@@ -1,1 +1,44 @@
+"""Model output → content, reasoning and tool calls, for every major model family.
 
+Streaming-safe: `parser_for(...)` gives a parser whose events, for any split of the
+output, assemble to exactly `parse_output(...)` of the whole text.
+"""
+
+from toolwire.parsing._base import RawCall, StreamParser
+from toolwire.parsing.events import (
+    ContentDelta,
+    ParsedOutput,
+    ParsedToolCall,
+    ParseEvent,
+    ReasoningDelta,
+    ToolCallArgsDelta,
+    ToolCallStart,
+    assemble,
+)
+from toolwire.parsing.registry import (
+    DEFAULT_FORMAT,
+    FORMATS,
+    UnknownFormatError,
+    format_for,
+    parse_output,
+    parser_for,
+)
+
+__all__ = [
+    "DEFAULT_FORMAT",
+    "FORMATS",
+    "ContentDelta",
+    "ParseEvent",
+    "ParsedOutput",
+    "ParsedToolCall",
+    "RawCall",
+    "ReasoningDelta",
+    "StreamParser",
+    "ToolCallArgsDelta",
+    "ToolCallStart",
+    "UnknownFormatError",
+    "assemble",
+    "format_for",
+    "parse_output",
+    "parser_for",
+]

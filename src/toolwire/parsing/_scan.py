@@ -1,0 +1,50 @@
+"""Finding markers in streamed text while holding back as little as possible."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["MarkerScanner"]
+
+
+class MarkerScanner:
+    """Searches text for any of a set of marker strings.
+
+    `search` finds the earliest (longest on ties) marker; `safe_end` tells how much of the
+    text can be released now: everything except the shortest tail that could still grow
+    into a marker. Both are linear in the text they are given, so a parser that only hands
+    them unexamined text stays linear overall.
+    """
+
+    __slots__ = ("_max", "_pattern", "_prefixes", "markers")
+
+    def __init__(self, markers: Iterable[str]) -> None:
+        self.markers = tuple(sorted({m for m in markers if m}, key=len, reverse=True))
+        if not self.markers:
+            raise ValueError("MarkerScanner needs at least one non-empty marker")
+        self._pattern = re.compile("|".join(re.escape(m) for m in self.markers))
+        self._max = len(self.markers[0])
+        # Proper prefixes of every marker, by length, for the hold-back test.
+        self._prefixes: list[frozenset[str]] = [frozenset()] + [
+            frozenset(m[:k] for m in self.markers if len(m) > k) for k in range(1, self._max)
+        ]
+
+    @property
+    def longest(self) -> int:
+        return self._max
+
+    def search(self, text: str, start: int = 0) -> re.Match[str] | None:
+        """The first marker in `text[start:]`, or None."""
+        return self._pattern.search(text, start)
+
+    def safe_end(self, text: str, start: int = 0) -> int:
+        """The index up to which `text` cannot be the beginning of a marker.
+
+        Assumes `text[start:]` holds no complete marker (call `search` first).
+        """
+        n = len(text)
+        for k in range(min(self._max - 1, n - start), 0, -1):
+            if text[n - k :] in self._prefixes[k]:
+                return n - k
+        return n
