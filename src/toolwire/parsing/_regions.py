@@ -174,7 +174,8 @@ class RegionParser(StreamParser):
         elif self._mode == _REASONING:
             self._thoughts.write(rest, out)
         else:
-            assert self._region is not None and self._body is not None
+            assert self._region is not None
+            assert self._body is not None
             region, inner = self._region, self._body.text()
             self._mode, self._region, self._body = _CONTENT, None, None
             calls = region.parse(inner, False, truncated)
@@ -231,7 +232,8 @@ class RegionParser(StreamParser):
                 pos = m.end()
                 self._mode = _CONTENT
             else:
-                assert self._region is not None and self._body is not None
+                assert self._region is not None
+                assert self._body is not None
                 found = self._body.feed(text[pos:])
                 if found is None:
                     return

@@ -1,4 +1,4 @@
-"""Hermes-style calls: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (Qwen3, Hermes)."""
+"""Hermes-style calls (Qwen3, Hermes): `<tool_call>{"name": …, "arguments": {…}}</tool_call>`."""
 
 from __future__ import annotations
 
