@@ -1,0 +1,415 @@
+"""`ToolRunner`: the one path through which tools run.
+
+resolve → parse arguments → repair → validate (+ defaults) → scopes → approval → cache →
+execute with a timeout → redact → cap the size → record the duration. Every problem on the
+way becomes a failed `ToolResult` whose message is safe to show the model; `exec` never
+raises for a tool's or a model's mistake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any, Final
+
+import orjson
+from pydantic import BaseModel
+
+from toolwire.runner.approvals import decide
+from toolwire.runner.arguments import ArgumentError, ArgumentSpec
+from toolwire.runner.cache import MemoryResultCache, ResultCache, cache_key
+from toolwire.runner.policy import Approver, Policy
+from toolwire.runner.redaction import RedactionError, redact, to_plain
+from toolwire.tools import (
+    ErrorCode,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolErrorInfo,
+    ToolExecutionError,
+    ToolNotFoundError,
+    ToolParameterError,
+    ToolProvider,
+    ToolResult,
+)
+
+__all__ = ["ToolRunner"]
+
+logger = logging.getLogger("toolwire.runner")
+
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+_DUMP_OPTIONS: Final = orjson.OPT_NON_STR_KEYS
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A tool and what the runner precomputes for it."""
+
+    tool: Tool
+    allowed: frozenset[str] | None
+    scopes: frozenset[str]
+    spec: ArgumentSpec | None = None
+    """Compiled on first use, so unused tools cost nothing."""
+
+
+class ToolRunner:
+    """Runs tool calls from a model against a `ToolProvider`, safely.
+
+    Args:
+        provider: Lists and executes the tools (a `Toolbox`, `MockTools`, ...).
+        policy: Limits and safety rules.
+        approver: Decides on destructive calls when `policy.approval == "ask"`.
+        cache: Where results of read tools with `cache_ttl` are kept (in memory by default).
+    """
+
+    def __init__(
+        self,
+        provider: ToolProvider,
+        *,
+        policy: Policy | None = None,
+        approver: Approver | None = None,
+        cache: ResultCache | None = None,
+    ) -> None:
+        self.provider = provider
+        self.policy = policy if policy is not None else Policy()
+        self.approver = approver
+        self.cache: ResultCache = cache if cache is not None else MemoryResultCache()
+        self._entries: dict[str, _Entry] | None = None
+        self._generation = 0
+        self._refresh_lock = asyncio.Lock()
+
+    # --- tools ----------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[Tool]:
+        """The provider's tools (listed once, then cached; see `refresh_tools`)."""
+        entries = self._entries if self._entries is not None else await self._refresh()
+        return [e.tool for e in entries.values()]
+
+    async def get_tool(self, name: str) -> Tool | None:
+        """The tool called `name`, asking the provider again once if it is not known yet."""
+        entry = await self._lookup(name)
+        return entry.tool if entry is not None else None
+
+    async def refresh_tools(self) -> list[Tool]:
+        """List the provider's tools again (after tools were added or removed)."""
+        return [e.tool for e in (await self._refresh()).values()]
+
+    async def _lookup(self, name: str) -> _Entry | None:
+        entries = self._entries
+        if entries is not None:
+            entry = entries.get(name)
+            if entry is not None:
+                return entry
+        return (await self._refresh()).get(name)
+
+    async def _refresh(self) -> dict[str, _Entry]:
+        seen = self._generation
+        async with self._refresh_lock:
+            # Another caller refreshed while this one waited: its listing is fresh enough.
+            if self._generation != seen and self._entries is not None:
+                return self._entries
+            tools = await self.provider.list_tools()
+            old = self._entries or {}
+            entries: dict[str, _Entry] = {}
+            for tool in tools:
+                prev = old.get(tool.name)
+                entries[tool.name] = (
+                    prev if prev is not None and prev.tool is tool else _entry(tool)
+                )
+            self._entries = entries
+            self._generation += 1
+            return entries
+
+    # --- execution ------------------------------------------------------------------------
+
+    async def exec(
+        self, call: ToolCall, ctx: ToolContext | None = None, *, approver: Approver | None = None
+    ) -> ToolResult:
+        """Run one call and return its result; never raises for tool or argument problems.
+
+        Args:
+            call: The model's call; `arguments` is the raw JSON text.
+            ctx: The caller's context (scopes, auth token, per-run retry budget).
+            approver: Overrides the runner's approver for this call.
+        """
+        start = perf_counter()
+        if ctx is None:
+            ctx = ToolContext()
+        try:
+            result = await self._exec(
+                call, ctx, approver if approver is not None else self.approver
+            )
+        except Exception:
+            logger.exception("Tool runner failed on call %s to %r", call.id, call.name)
+            result = ToolResult.fail(
+                call.id,
+                call.name,
+                "execution_error",
+                f"Tool {call.name!r} failed: internal error in the tool runner.",
+            )
+        result.duration_ms = (perf_counter() - start) * 1000.0
+        return result
+
+    async def exec_many(
+        self,
+        calls: Iterable[ToolCall],
+        ctx: ToolContext | None = None,
+        *,
+        approver: Approver | None = None,
+    ) -> list[ToolResult]:
+        """Run calls concurrently (at most `policy.max_concurrency` at once).
+
+        Returns:
+            One result per call, in the order of `calls`.
+        """
+        calls = list(calls)
+        if ctx is None:
+            ctx = ToolContext()
+        if len(calls) <= 1:
+            return [await self.exec(c, ctx, approver=approver) for c in calls]
+        gate = asyncio.Semaphore(self.policy.max_concurrency)
+
+        async def bounded(call: ToolCall) -> ToolResult:
+            async with gate:
+                return await self.exec(call, ctx, approver=approver)
+
+        return list(await asyncio.gather(*(bounded(c) for c in calls)))
+
+    async def _exec(
+        self, call: ToolCall, ctx: ToolContext, approver: Approver | None
+    ) -> ToolResult:
+        policy = self.policy
+        entries = self._entries
+        entry = entries.get(call.name) if entries is not None else None
+        if entry is None:
+            entry = await self._lookup(call.name)
+            if entry is None:
+                return await self._unknown(call)
+        tool = entry.tool
+        name = tool.name
+        spec = entry.spec
+        if spec is None:
+            spec = entry.spec = ArgumentSpec(name, tool.parameters)
+
+        try:
+            args, repaired = spec.prepare(call.arguments, repair=policy.repair_arguments)
+        except ArgumentError as exc:
+            return self._invalid(call, ctx, exc.code, exc.message)
+
+        if entry.scopes and not entry.scopes <= ctx.scopes:
+            missing = ", ".join(repr(s) for s in sorted(entry.scopes - ctx.scopes))
+            return ToolResult.fail(
+                call.id,
+                name,
+                "forbidden",
+                f"Tool {name!r} needs permissions this caller does not have ({missing}). "
+                "Do not call it again; tell the user it is not available to them.",
+                repaired=repaired,
+            )
+
+        if tool.effects == "destructive":
+            refused = await decide(
+                ToolCall(id=call.id, name=name, arguments=orjson.dumps(args).decode()),
+                tool,
+                ctx,
+                policy=policy,
+                approver=approver,
+            )
+            if refused is not None:
+                return ToolResult(
+                    call_id=call.id, name=name, success=False, error=refused, repaired=repaired
+                )
+
+        key: str | None = None
+        if tool.cache_ttl is not None and tool.effects == "read":
+            key = cache_key(name, args, ctx.principal)
+            hit = await self.cache.get(key)
+            if hit is not None:
+                return ToolResult.ok(
+                    call.id, name, orjson.loads(hit), repaired=repaired, cached=True
+                )
+
+        timeout = tool.timeout if tool.timeout is not None else policy.default_timeout
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                out = await self.provider.execute_tool(name, args, ctx)
+        except TimeoutError as exc:
+            if deadline.expired():
+                return ToolResult.fail(
+                    call.id,
+                    name,
+                    "timeout",
+                    f"Tool {name!r} did not finish within {timeout:g} seconds and was stopped. "
+                    "Try again with a smaller request, or continue without it.",
+                    repaired=repaired,
+                )
+            return self._crashed(call, name, exc, repaired)
+        except ToolNotFoundError as exc:
+            self._entries = None  # the provider's tools changed under us
+            return ToolResult.fail(call.id, name, "unknown_tool", str(exc), repaired=repaired)
+        except ToolParameterError as exc:
+            return self._invalid(call, ctx, "invalid_arguments", str(exc), repaired=repaired)
+        except ToolExecutionError as exc:
+            message = str(exc) or f"Tool {name!r} failed."
+            return ToolResult.fail(call.id, name, "execution_error", message, repaired=repaired)
+        except Exception as exc:
+            return self._crashed(call, name, exc, repaired)
+
+        if isinstance(out, ToolResult):
+            if not out.success:
+                error = out.error or ToolErrorInfo(
+                    code="execution_error", message=f"Tool {name!r} failed."
+                )
+                if error.code in ("invalid_arguments", "invalid_json"):
+                    return self._invalid(call, ctx, error.code, error.message, repaired=repaired)
+                return ToolResult(
+                    call_id=call.id, name=name, success=False, error=error, repaired=repaired
+                )
+            value = out.result
+        else:
+            value = out  # lenient: a provider that returns the bare value
+
+        return await self._finish(call, entry, value, repaired, key)
+
+    async def _finish(
+        self, call: ToolCall, entry: _Entry, value: Any, repaired: list[str], key: str | None
+    ) -> ToolResult:
+        """Redact, serialize, cap the size and cache a successful result."""
+        policy = self.policy
+        name = entry.tool.name
+        try:
+            value = redact(
+                to_plain(value),
+                tool_name=name,
+                allowed=entry.allowed,
+                require_allowlist=policy.require_allowlist,
+            )
+        except RedactionError as exc:
+            logger.warning("%s", exc)
+            return ToolResult.fail(call.id, name, "execution_error", str(exc), repaired=repaired)
+        try:
+            data = orjson.dumps(value, default=_json_default, option=_DUMP_OPTIONS)
+        except TypeError as exc:
+            logger.warning("Tool %r returned a result that is not JSON-serialisable: %s", name, exc)
+            return ToolResult.fail(
+                call.id,
+                name,
+                "execution_error",
+                f"Tool {name!r} returned a result that cannot be sent as JSON ({exc}). "
+                "Tool authors: return JSON-compatible data, a pydantic model or a dataclass.",
+                repaired=repaired,
+            )
+        limit = policy.max_result_bytes
+        if len(data) > limit:
+            if not policy.truncate_large_results:
+                return ToolResult.fail(
+                    call.id,
+                    name,
+                    "result_too_large",
+                    f"Tool {name!r} returned {_size(len(data))} of JSON, over the limit of "
+                    f"{_size(limit)} ({limit} bytes). Ask for less data (a narrower query, "
+                    "fewer items) or continue without it.",
+                    repaired=repaired,
+                )
+            value = _truncate(value, data, limit)
+            data = orjson.dumps(value)
+        elif type(value) not in _SCALARS:
+            # A plain JSON copy: nothing the tool keeps a reference to can change it later.
+            value = orjson.loads(data)
+        if key is not None:
+            ttl = entry.tool.cache_ttl
+            if ttl is not None:
+                await self.cache.set(key, data, ttl)
+        return ToolResult.ok(call.id, name, value, repaired=repaired)
+
+    # --- failures -------------------------------------------------------------------------
+
+    async def _unknown(self, call: ToolCall) -> ToolResult:
+        names = sorted((self._entries or {}).keys())
+        message = str(ToolNotFoundError(call.name, names))
+        close = difflib.get_close_matches(call.name, names, n=1)
+        if close:
+            message += f" Did you mean {close[0]!r}?"
+        return ToolResult.fail(call.id, call.name, "unknown_tool", message)
+
+    def _invalid(
+        self,
+        call: ToolCall,
+        ctx: ToolContext,
+        code: ErrorCode,
+        message: str,
+        *,
+        repaired: list[str] | None = None,
+    ) -> ToolResult:
+        """An argument error, counted against the tool's retry budget for this run."""
+        name = call.name
+        attempts = ctx.invalid_attempts.get(name, 0) + 1
+        ctx.invalid_attempts[name] = attempts
+        limit = self.policy.max_invalid_attempts
+        if attempts > limit:
+            code = "retry_budget_exhausted"
+            message = (
+                f"{message} Stop calling tool {name!r}: this was invalid attempt {attempts} "
+                f"and the limit is {limit}. Answer the user without this tool, or tell them "
+                "which information is missing."
+            )
+        return ToolResult.fail(call.id, name, code, message, repaired=repaired or [])
+
+    def _crashed(
+        self, call: ToolCall, name: str, exc: BaseException, repaired: list[str]
+    ) -> ToolResult:
+        # The model gets the exception type only: messages and tracebacks may hold secrets.
+        logger.error("Tool %r raised on call %s", name, call.id, exc_info=exc)
+        return ToolResult.fail(
+            call.id,
+            name,
+            "execution_error",
+            f"Tool {name!r} failed: {type(exc).__name__}.",
+            repaired=repaired,
+        )
+
+
+def _entry(tool: Tool) -> _Entry:
+    allowed = tool.allowed_fields
+    return _Entry(
+        tool=tool,
+        allowed=frozenset(allowed) if allowed is not None else None,
+        scopes=frozenset(tool.scopes),
+    )
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON-serialisable")
+
+
+def _size(n: int) -> str:
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.1f} MiB"
+    if n >= 1024:
+        return f"{n / 1024:.0f} KiB"
+    return f"{n} bytes"
+
+
+def _truncate(value: Any, data: bytes, limit: int) -> str:
+    """The start of the result as text, with a note, within `limit` bytes of JSON."""
+    raw = value.encode() if isinstance(value, str) else data
+    note = (
+        f"\n[truncated: the full result was {_size(len(data))}, over the {_size(limit)} "
+        "limit; only the beginning is shown]"
+    )
+    keep = limit - len(note.encode()) - 2  # the two quotes of a JSON string
+    while True:
+        text = raw[: max(keep, 0)].decode("utf-8", errors="ignore") + note
+        excess = len(orjson.dumps(text)) - limit
+        if excess <= 0 or keep <= 0:
+            return text
+        keep -= excess  # escaping made the JSON longer than the raw text
