@@ -2,6 +2,7 @@
 
 from toolwire.tools.call import ErrorCode, ToolCall, ToolErrorInfo, ToolResult, new_call_id
 from toolwire.tools.context import ToolContext
+from toolwire.tools.decorator import FunctionTool, tool
 from toolwire.tools.errors import (
     ToolDefinitionError,
     ToolError,
@@ -10,11 +11,15 @@ from toolwire.tools.errors import (
     ToolParameterError,
 )
 from toolwire.tools.provider import ToolProvider
+from toolwire.tools.schema import FunctionSchema, function_schema
 from toolwire.tools.tool import Effects, Tool, ToolParameter
+from toolwire.tools.toolbox import Toolbox, to_jsonable
 
 __all__ = [
     "Effects",
     "ErrorCode",
+    "FunctionSchema",
+    "FunctionTool",
     "Tool",
     "ToolCall",
     "ToolContext",
@@ -27,5 +32,9 @@ __all__ = [
     "ToolParameterError",
     "ToolProvider",
     "ToolResult",
+    "Toolbox",
+    "function_schema",
     "new_call_id",
+    "to_jsonable",
+    "tool",
 ]

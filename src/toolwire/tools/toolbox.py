@@ -1,0 +1,283 @@
+"""`Toolbox`: one `ToolProvider` built from functions, `Tool`s and other providers."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeAlias
+
+from pydantic_core import PydanticSerializationError, to_jsonable_python
+
+from toolwire.tools.call import ToolResult
+from toolwire.tools.context import ToolContext
+from toolwire.tools.decorator import FunctionTool, tool
+from toolwire.tools.errors import ToolDefinitionError, ToolExecutionError, ToolNotFoundError
+from toolwire.tools.provider import ToolProvider
+from toolwire.tools.tool import Tool
+
+__all__ = ["Toolbox", "ToolboxItem", "to_jsonable"]
+
+ToolboxItem: TypeAlias = Callable[..., Any] | Tool | ToolProvider
+"""What a `Toolbox` is built from: a function (decorated or plain), a `Tool`, a provider."""
+
+
+class Toolbox:
+    """A `ToolProvider` over functions, `Tool`s and other providers.
+
+    Plain functions get `@tool` defaults. Tools of providers that list them synchronously
+    (a `Toolbox`, `MockTools`) are known when the toolbox is built; other providers (HTTP,
+    MCP) are asked on `list_tools()`. A name defined twice is a `ToolDefinitionError`,
+    naming both sources.
+
+    Args:
+        items: Functions, `Tool`s and providers, in the order tools should be listed.
+    """
+
+    def __init__(self, items: Iterable[ToolboxItem] = ()) -> None:
+        self._local: dict[str, Tool] = {}
+        self._routes: dict[str, ToolProvider] = {}
+        self._sources: dict[str, str] = {}
+        self._static_order: list[str] = []
+        self._dynamic: list[ToolProvider] = []
+        self._dynamic_routes: dict[str, ToolProvider] = {}
+        for item in items:
+            self._add(item)
+
+    @classmethod
+    def from_module(cls, module: str | ModuleType) -> Toolbox:
+        """Collect the module-level `Tool`s (`@tool` functions) of a module.
+
+        Args:
+            module: A dotted module name (`myapp.tools`), a path to a `.py` file, or a
+                module object. The current directory is searched too, as `python -m` does.
+
+        Raises:
+            ToolDefinitionError: The module fails to import (naming the module and the
+                error, in one line) or defines no tools.
+        """
+        mod = module if isinstance(module, ModuleType) else _import(module)
+        found: list[Tool] = []
+        for value in vars(mod).values():
+            if isinstance(value, Tool) and all(value is not t for t in found):
+                found.append(value)
+        if not found:
+            raise ToolDefinitionError(
+                f"Tool module {mod.__name__!r} defines no tools; decorate its functions "
+                "with @toolwire.tool."
+            )
+        return cls(found)
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The tools known without asking a remote provider, in listing order."""
+        return [self.get(name) for name in self._static_order]
+
+    def get(self, name: str) -> Tool:
+        """A tool known without asking a remote provider.
+
+        Raises:
+            ToolNotFoundError: Listing the available names.
+        """
+        if name in self._local:
+            return self._local[name]
+        provider = self._routes.get(name)
+        if provider is not None:
+            for candidate in _static_tools(provider) or ():
+                if candidate.name == name:
+                    return candidate
+        raise ToolNotFoundError(name, self._static_order)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._sources
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self.tools)
+
+    def __len__(self) -> int:
+        return len(self._static_order)
+
+    def __repr__(self) -> str:
+        names = ", ".join(self._static_order)
+        extra = f" +{len(self._dynamic)} providers" if self._dynamic else ""
+        return f"Toolbox([{names}]{extra})"
+
+    async def list_tools(self) -> list[Tool]:
+        """Every tool: local ones, then those of each provider."""
+        listed = self.tools
+        if not self._dynamic:
+            return listed
+        results = await asyncio.gather(*(p.list_tools() for p in self._dynamic))
+        routes: dict[str, ToolProvider] = {}
+        for provider, tools in zip(self._dynamic, results, strict=True):
+            for t in tools:
+                other = self._sources.get(t.name) or (
+                    _describe(routes[t.name]) if t.name in routes else None
+                )
+                if other is not None:
+                    raise ToolDefinitionError(
+                        f"Duplicate tool name {t.name!r}: defined by {other} and by "
+                        f"{_describe(provider)}. Rename one of them."
+                    )
+                routes[t.name] = provider
+                listed.append(t)
+        self._dynamic_routes = routes
+        return listed
+
+    async def execute_tool(
+        self, name: str, arguments: dict[str, Any], ctx: ToolContext
+    ) -> ToolResult:
+        """Run a tool with validated arguments; its return value is made JSON-able.
+
+        Raises:
+            ToolNotFoundError: No tool of that name (the message lists the available ones).
+            ToolParameterError: The arguments do not fit the function's parameters.
+            ToolExecutionError: The tool failed or returned something not JSON-serialisable.
+        """
+        local = self._local.get(name)
+        if local is not None:
+            started = time.perf_counter()
+            raw = await local.invoke(arguments, ctx)
+            result = to_jsonable(raw, name)
+            elapsed = (time.perf_counter() - started) * 1000
+            return ToolResult.ok("", name, result, duration_ms=elapsed)
+        provider = self._routes.get(name) or self._dynamic_routes.get(name)
+        if provider is None and self._dynamic:
+            await self.list_tools()  # a remote provider may have gained the tool since
+            provider = self._dynamic_routes.get(name)
+        if provider is None:
+            names = [*self._static_order, *self._dynamic_routes]
+            raise ToolNotFoundError(name, names)
+        return await provider.execute_tool(name, arguments, ctx)
+
+    def _add(self, item: ToolboxItem) -> None:
+        if isinstance(item, Tool):
+            self._register(item.name, _describe_tool(item), local=item)
+        elif isinstance(item, ToolProvider):
+            static = _static_tools(item)
+            if static is None:
+                self._dynamic.append(item)
+                return
+            for t in static:
+                self._register(t.name, _describe(item), provider=item)
+        elif callable(item):
+            self._add(tool(item))
+        else:
+            raise ToolDefinitionError(
+                f"Toolbox items must be functions, Tools or tool providers, "
+                f"not {type(item).__name__}: {item!r}."
+            )
+
+    def _register(
+        self,
+        name: str,
+        source: str,
+        *,
+        local: Tool | None = None,
+        provider: ToolProvider | None = None,
+    ) -> None:
+        if name in self._sources:
+            raise ToolDefinitionError(
+                f"Duplicate tool name {name!r}: defined by {self._sources[name]} and by "
+                f"{source}. Rename one of them, e.g. with @tool(name=...)."
+            )
+        self._sources[name] = source
+        self._static_order.append(name)
+        if local is not None:
+            self._local[name] = local
+        if provider is not None:
+            self._routes[name] = provider
+
+
+def to_jsonable(value: Any, tool_name: str) -> Any:
+    """A tool's raw return value as JSON-able data (models, dataclasses, datetimes...).
+
+    Raises:
+        ToolExecutionError: The value (or something inside it) is not JSON-serialisable.
+    """
+    try:
+        return to_jsonable_python(value)
+    except PydanticSerializationError:
+        culprit = _unserialisable(value)
+        raise ToolExecutionError(
+            f"Tool {tool_name!r} returned a value of type {type(culprit).__qualname__!r} "
+            "that is not JSON-serialisable."
+        ) from None
+
+
+def _unserialisable(value: Any) -> Any:
+    # Point at the innermost offender rather than the container holding it.
+    children: Iterable[Any] = ()
+    if isinstance(value, dict):
+        children = value.values()
+    elif isinstance(value, list | tuple | set | frozenset):
+        children = value
+    for child in children:
+        try:
+            to_jsonable_python(child)
+        except PydanticSerializationError:
+            return _unserialisable(child)
+    return value
+
+
+def _static_tools(provider: object) -> Sequence[Tool] | None:
+    if isinstance(provider, Toolbox) and provider._dynamic:
+        return None  # its full list is only known asynchronously
+    tools = getattr(provider, "tools", None)
+    if isinstance(tools, list | tuple) and all(isinstance(t, Tool) for t in tools):
+        return tools
+    return None
+
+
+def _describe(provider: object) -> str:
+    return f"provider {type(provider).__qualname__}"
+
+
+def _describe_tool(t: Tool) -> str:
+    if isinstance(t, FunctionTool):
+        fn = t.fn
+        module = getattr(fn, "__module__", None)
+        qualname = getattr(fn, "__qualname__", repr(fn))
+        return f"function {module}.{qualname}" if module else f"function {qualname}"
+    return f"Tool {t.name!r}"
+
+
+def _import(target: str) -> ModuleType:
+    try:
+        if target.endswith(".py") or os.sep in target or "/" in target:
+            return _import_path(Path(target))
+        cwd = os.getcwd()
+        if "" not in sys.path and cwd not in sys.path:
+            # Console scripts do not put the current directory on sys.path; `python -m`
+            # does. Users expect `--tools myapp.tools` to work from their project root.
+            sys.path.append(cwd)
+        return importlib.import_module(target)
+    except ToolDefinitionError:
+        raise
+    except (Exception, SystemExit) as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        what = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+        raise ToolDefinitionError(f"Could not import tool module {target!r}: {what}") from None
+
+
+def _import_path(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise FileNotFoundError(f"No such file: '{path}'")
+    name = f"toolwire_user_tools_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
