@@ -10,6 +10,7 @@ from toolwire.tools.errors import (
     ToolNotFoundError,
     ToolParameterError,
 )
+from toolwire.tools.mock import MockCall, MockTools
 from toolwire.tools.provider import ToolProvider
 from toolwire.tools.schema import FunctionSchema, function_schema
 from toolwire.tools.tool import Effects, Tool, ToolParameter
@@ -20,6 +21,8 @@ __all__ = [
     "ErrorCode",
     "FunctionSchema",
     "FunctionTool",
+    "MockCall",
+    "MockTools",
     "Tool",
     "ToolCall",
     "ToolContext",
