@@ -18,6 +18,7 @@ from toolwire.models.messages import (
     Usage,
     UserMessage,
 )
+from toolwire.models.openai import OpenAIChatModel
 from toolwire.models.scripted import (
     ScriptedModel,
     ScriptedRequest,
@@ -34,6 +35,7 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "ModelStreamEvent",
+    "OpenAIChatModel",
     "ScriptExhaustedError",
     "ScriptedModel",
     "ScriptedRequest",

@@ -61,5 +61,3 @@ class Usage:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.requests += other.requests
-
-

@@ -1,0 +1,448 @@
+"""Conversion between toolwire's messages and the OpenAI Chat Completions wire format.
+
+Pure functions and one small stateful object (`ChatStreamAssembler`) with no I/O, so both
+`OpenAIChatModel` and the gateway can use them. Streaming tool-call deltas are assembled
+here and only here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from toolwire.models.base import FinishReason, ModelResponse, ModelSettings, ToolChoice
+from toolwire.models.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
+from toolwire.tools.call import ToolCall, new_call_id
+from toolwire.tools.tool import Tool
+
+__all__ = [
+    "ChatStreamAssembler",
+    "StreamDelta",
+    "UpstreamError",
+    "WireError",
+    "build_request",
+    "error_message",
+    "message_to_openai",
+    "messages_to_openai",
+    "parse_completion",
+    "tool_choice_to_openai",
+    "tools_to_openai",
+    "wire_arguments",
+]
+
+StreamDelta = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta
+
+_EMPTY_ARGS = "{}"
+
+
+class WireError(ValueError):
+    """A body does not fit the Chat Completions format. The message is one line."""
+
+
+class UpstreamError(Exception):
+    """The upstream reported an error inside an otherwise well-formed body or stream."""
+
+
+# --- toolwire -> wire -------------------------------------------------------------------
+
+
+def wire_arguments(arguments: str) -> str:
+    """The arguments of a call as they may be sent back upstream in the history.
+
+    A call whose arguments were not a JSON object (invalid JSON, truncated output, a bare
+    string) is sent as `"{}"`: several providers and chat templates reject or crash on
+    anything else, which would poison every later request of the conversation. The tool
+    result that follows already tells the model what was wrong with its arguments.
+    """
+    if not arguments:
+        return _EMPTY_ARGS
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return _EMPTY_ARGS
+    return arguments if isinstance(parsed, dict) else _EMPTY_ARGS
+
+
+def message_to_openai(message: Message) -> dict[str, Any]:
+    """One toolwire message as a Chat Completions `messages` entry."""
+    if isinstance(message, AssistantMessage):
+        out: dict[str, Any] = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": wire_arguments(call.arguments)},
+                }
+                for call in message.tool_calls
+            ]
+        elif message.content is None:
+            out["content"] = ""
+        return out
+    if isinstance(message, ToolMessage):
+        return {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
+    if isinstance(message, SystemMessage | UserMessage):
+        return {"role": message.role, "content": message.content}
+    raise TypeError(f"Not a toolwire message: {type(message).__name__}.")
+
+
+def messages_to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The conversation as a Chat Completions `messages` list."""
+    return [message_to_openai(m) for m in messages]
+
+
+def tools_to_openai(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+    """The Chat Completions `tools` list."""
+    return [t.to_openai() for t in tools]
+
+
+def tool_choice_to_openai(choice: ToolChoice) -> str | dict[str, Any]:
+    """`auto` / `none` / `required` as they are; a tool name as a named function choice."""
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def build_request(
+    model: str,
+    messages: Sequence[Message],
+    tools: Sequence[Tool],
+    settings: ModelSettings | None = None,
+    *,
+    stream: bool = False,
+) -> dict[str, Any]:
+    """The JSON body of a `POST /chat/completions` request."""
+    body: dict[str, Any] = {"model": model, "messages": messages_to_openai(messages)}
+    if tools:
+        body["tools"] = tools_to_openai(tools)
+    if settings is not None:
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            body["max_tokens"] = settings.max_tokens
+        # Without tools, some servers reject tool_choice / parallel_tool_calls outright.
+        if tools and settings.tool_choice is not None:
+            body["tool_choice"] = tool_choice_to_openai(settings.tool_choice)
+        if tools and settings.parallel_tool_calls is not None:
+            body["parallel_tool_calls"] = settings.parallel_tool_calls
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+# --- wire -> toolwire -------------------------------------------------------------------
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "eos": "stop",
+    "end_turn": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "tool_use": "tool_calls",
+    "length": "length",
+    "max_tokens": "length",
+    "content_filter": "content_filter",
+    "error": "error",
+}
+
+
+def error_message(body: Any) -> str | None:
+    """The human message of an error body (`{"error": {"message": ...}}` and variants)."""
+    if not isinstance(body, Mapping):
+        return None
+    err = body.get("error")
+    if isinstance(err, Mapping):
+        msg = err.get("message") or err.get("msg")
+        if isinstance(msg, str) and msg.strip():
+            return _one_line(msg)
+    if isinstance(err, str) and err.strip():
+        return _one_line(err)
+    for key in ("message", "detail"):
+        msg = body.get(key)
+        if isinstance(msg, str) and msg.strip():
+            return _one_line(msg)
+    return None
+
+
+def parse_completion(body: Any) -> ModelResponse:
+    """A non-streaming Chat Completions response body as a `ModelResponse`.
+
+    Raises:
+        UpstreamError: The body is an error report.
+        WireError: The body is not a completion.
+    """
+    if not isinstance(body, Mapping):
+        raise WireError(f"expected a JSON object, got {_json_type(body)}")
+    choices = body.get("choices")
+    if not choices:
+        if "error" in body:
+            raise UpstreamError(error_message(body) or "unspecified error")
+        raise WireError("the response has no 'choices'")
+    if not isinstance(choices, list) or not isinstance(choices[0], Mapping):
+        raise WireError("'choices' is not a list of objects")
+    choice = choices[0]
+    msg = choice.get("message")
+    if not isinstance(msg, Mapping):
+        raise WireError("choices[0] has no 'message' object")
+
+    calls: list[ToolCall] = []
+    raw_calls = msg.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise WireError("'tool_calls' is not a list")
+    for raw in raw_calls:
+        fn = raw.get("function") if isinstance(raw, Mapping) else None
+        if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            raise WireError("a tool call has no function name")
+        calls.append(
+            ToolCall(
+                id=_str_or_none(raw.get("id")) or new_call_id(),
+                name=fn["name"],
+                arguments=_arguments_text(fn.get("arguments")),
+            )
+        )
+    legacy = msg.get("function_call")
+    if not calls and isinstance(legacy, Mapping) and isinstance(legacy.get("name"), str):
+        calls.append(
+            ToolCall(
+                id=new_call_id(),
+                name=legacy["name"],
+                arguments=_arguments_text(legacy.get("arguments")),
+            )
+        )
+
+    message = AssistantMessage(
+        content=_content_text(msg.get("content")),
+        reasoning=_reasoning_text(msg),
+        tool_calls=tuple(calls),
+    )
+    return ModelResponse(
+        message=message,
+        finish_reason=_finish_reason(choice.get("finish_reason"), bool(calls)),
+        usage=parse_usage(body.get("usage")),
+        model=_str_or_none(body.get("model")),
+    )
+
+
+def parse_usage(raw: Any) -> Usage:
+    """Token counts from a `usage` object; `requests` is always 1."""
+    usage = Usage(requests=1)
+    if isinstance(raw, Mapping):
+        usage.input_tokens = _int(raw.get("prompt_tokens", raw.get("input_tokens")))
+        usage.output_tokens = _int(raw.get("completion_tokens", raw.get("output_tokens")))
+    return usage
+
+
+@dataclass(slots=True)
+class _PartialCall:
+    index: int
+    id: str | None = None
+    name: str | None = None
+    args: list[str] = field(default_factory=list)
+    started: bool = False
+
+
+class ChatStreamAssembler:
+    """Turns streamed Chat Completions chunks into deltas and one final `ModelResponse`.
+
+    Tool calls are assembled by the upstream's `index`: arguments are concatenated, the
+    name and id come from the first delta carrying them, and the arguments are left as
+    text until the stream ends (they are never parsed while partial). An upstream that
+    sends every call with index 0 is handled too: a delta with a new id starts a new call.
+    Calls without an id get a generated one. `ToolCallStart` is emitted as soon as a call's
+    name is known; the indexes in the events count the calls from 0 in order of appearance.
+    """
+
+    def __init__(self) -> None:
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: list[_PartialCall] = []
+        self._by_upstream: dict[int, _PartialCall] = {}
+        self._finish: str | None = None
+        self._usage: Usage | None = None
+        self._model: str | None = None
+
+    def feed(self, chunk: Any) -> list[StreamDelta]:
+        """Take one decoded chunk (the JSON of one `data:` line); return its deltas.
+
+        Raises:
+            UpstreamError: The chunk is an error report.
+            WireError: The chunk is not a Chat Completions chunk.
+        """
+        if not isinstance(chunk, Mapping):
+            raise WireError(f"a stream event is {_json_type(chunk)}, not a JSON object")
+        if "error" in chunk and not chunk.get("choices"):
+            raise UpstreamError(error_message(chunk) or "unspecified error")
+        if self._model is None:
+            self._model = _str_or_none(chunk.get("model"))
+        if chunk.get("usage"):
+            self._usage = parse_usage(chunk["usage"])
+        choices = chunk.get("choices")
+        if not choices:
+            return []
+        if not isinstance(choices, list):
+            raise WireError("'choices' in a stream event is not a list")
+        out: list[StreamDelta] = []
+        for choice in choices:
+            if not isinstance(choice, Mapping) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or choice.get("message") or {}
+            if not isinstance(delta, Mapping):
+                raise WireError("a stream event's 'delta' is not an object")
+            reasoning = _reasoning_text(delta)
+            if reasoning:
+                self._reasoning.append(reasoning)
+                out.append(ReasoningDelta(reasoning))
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                self._content.append(content)
+                out.append(ContentDelta(content))
+            tool_calls = delta.get("tool_calls")
+            if tool_calls:
+                if not isinstance(tool_calls, list):
+                    raise WireError("'tool_calls' in a stream event is not a list")
+                for raw in tool_calls:
+                    if isinstance(raw, Mapping):
+                        self._feed_call(raw, out)
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self._finish = reason
+        return out
+
+    def _feed_call(self, raw: Mapping[str, Any], out: list[StreamDelta]) -> None:
+        upstream = raw.get("index")
+        call_id = _str_or_none(raw.get("id"))
+        fn = raw.get("function")
+        fn = fn if isinstance(fn, Mapping) else {}
+        name = _str_or_none(fn.get("name"))
+        fragment = fn.get("arguments")
+        if fragment is not None and not isinstance(fragment, str):
+            fragment = orjson.dumps(fragment).decode()
+
+        if isinstance(upstream, int):
+            call = self._by_upstream.get(upstream)
+        else:
+            call = self._calls[-1] if self._calls else None
+        if call is None or (call_id and call.id and call_id != call.id):
+            call = _PartialCall(index=len(self._calls))
+            self._calls.append(call)
+            if isinstance(upstream, int):
+                self._by_upstream[upstream] = call
+        if call_id and call.id is None:
+            call.id = call_id
+        if name and call.name is None:
+            call.name = name
+        if fragment:
+            call.args.append(fragment)
+
+        if call.started:
+            if fragment:
+                out.append(ToolCallArgsDelta(call.index, fragment))
+        elif call.name is not None:
+            call.started = True
+            if call.id is None:
+                call.id = new_call_id()
+            out.append(ToolCallStart(call.index, call.id, call.name))
+            if call.args:
+                out.append(ToolCallArgsDelta(call.index, "".join(call.args)))
+
+    def finish(self) -> ModelResponse:
+        """The complete response of everything fed so far."""
+        calls = tuple(
+            ToolCall(
+                id=c.id or new_call_id(),
+                name=c.name,
+                arguments="".join(c.args).strip() or _EMPTY_ARGS,
+            )
+            for c in self._calls
+            # A fragment without a name cannot be called or sent back; drop it.
+            if c.name is not None
+        )
+        message = AssistantMessage(
+            content="".join(self._content) or None,
+            reasoning="".join(self._reasoning) or None,
+            tool_calls=calls,
+        )
+        return ModelResponse(
+            message=message,
+            finish_reason=_finish_reason(self._finish, bool(calls)),
+            usage=self._usage or Usage(requests=1),
+            model=self._model,
+        )
+
+
+# --- helpers ----------------------------------------------------------------------------
+
+
+def _finish_reason(raw: Any, has_calls: bool) -> FinishReason:
+    reason = _FINISH.get(raw) if isinstance(raw, str) else None
+    # Several servers report "stop" (or nothing) for a turn that ends in tool calls.
+    if has_calls and reason in (None, "stop"):
+        return "tool_calls"
+    if reason is None or (reason == "tool_calls" and not has_calls):
+        return "stop"
+    return reason
+
+
+def _arguments_text(raw: Any) -> str:
+    if raw is None:
+        return _EMPTY_ARGS
+    if isinstance(raw, str):
+        return raw.strip() or _EMPTY_ARGS
+    # Some servers (Ollama-style) send the arguments as an object instead of JSON text.
+    return orjson.dumps(raw).decode()
+
+
+def _content_text(raw: Any) -> str | None:
+    if isinstance(raw, str):
+        return raw or None
+    if isinstance(raw, list):
+        parts = [
+            p["text"] for p in raw if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        ]
+        return "".join(parts) or None
+    return None
+
+
+def _reasoning_text(msg: Mapping[str, Any]) -> str | None:
+    for key in ("reasoning_content", "reasoning"):
+        value = msg.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {
+        str: "a string",
+        int: "a number",
+        float: "a number",
+        bool: "a boolean",
+        list: "an array",
+    }.get(type(value), type(value).__name__)
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

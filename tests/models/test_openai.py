@@ -1,0 +1,599 @@
+"""OpenAIChatModel against a real fake server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+import httpx
+import pytest
+
+from fakes.openai_server import (
+    FakeOpenAIServer,
+    ReceivedRequest,
+    Reply,
+    completion,
+    delta,
+    error,
+    raw,
+    sse,
+    tool_call,
+)
+from toolwire.models import (
+    AssistantMessage,
+    ModelError,
+    ModelResponse,
+    ModelSettings,
+    ModelStreamEvent,
+    OpenAIChatModel,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
+from toolwire.tools import Tool, ToolCall
+
+WEATHER = Tool(
+    name="get_weather",
+    description="Weather for a city",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+CALC = Tool(
+    name="calculate",
+    description="Evaluate",
+    parameters={"type": "object", "properties": {"expression": {"type": "string"}}},
+)
+
+
+def make_model(server: FakeOpenAIServer, **kw: Any) -> OpenAIChatModel:
+    return OpenAIChatModel(server.base_url, "sk-test", "gpt-test", **kw)
+
+
+async def collect(model: OpenAIChatModel, **kw: Any) -> list[ModelStreamEvent]:
+    messages = kw.pop("messages", [UserMessage(content="hi")])
+    tools = kw.pop("tools", [WEATHER])
+    return [ev async for ev in model.stream(messages, tools, **kw)]
+
+
+def final(events: list[ModelStreamEvent]) -> ModelResponse:
+    responses = [e for e in events if isinstance(e, ModelResponse)]
+    assert len(responses) == 1
+    assert events[-1] is responses[0]
+    return responses[0]
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --- non-streaming ----------------------------------------------------------------------
+
+
+async def test_plain_answer_and_the_request_sent(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(
+        completion("Hello!", usage={"prompt_tokens": 12, "completion_tokens": 3}, model="gpt-x")
+    )
+    model = make_model(openai_server, extra_headers={"x-trace": "t1"})
+
+    response = await model.complete(
+        [SystemMessage(content="be brief"), UserMessage(content="hi")],
+        [WEATHER],
+        ModelSettings(temperature=0.2, max_tokens=50, tool_choice="auto"),
+    )
+
+    assert response.message == AssistantMessage(content="Hello!")
+    assert response.finish_reason == "stop"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (12, 3)
+    assert response.usage.requests == 1
+    assert response.model == "gpt-x"
+    assert model.name == "gpt-test"
+
+    req = openai_server.last
+    assert req.path == "/v1/chat/completions"
+    assert req.headers["authorization"] == "Bearer sk-test"
+    assert req.headers["x-trace"] == "t1"
+    assert req.json == {
+        "model": "gpt-test",
+        "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "hi"},
+        ],
+        "tools": [WEATHER.to_openai()],
+        "temperature": 0.2,
+        "max_tokens": 50,
+        "tool_choice": "auto",
+    }
+
+
+async def test_tool_calls_are_returned(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(
+        completion(
+            tool_calls=[
+                tool_call("get_weather", {"city": "Lisbon"}, id="call_a"),
+                tool_call("calculate", {"expression": "2+2"}, id="call_b"),
+            ]
+        )
+    )
+    response = await make_model(openai_server).complete([UserMessage(content="q")], [WEATHER, CALC])
+    assert response.finish_reason == "tool_calls"
+    assert response.message.tool_calls == (
+        ToolCall(id="call_a", name="get_weather", arguments='{"city": "Lisbon"}'),
+        ToolCall(id="call_b", name="calculate", arguments='{"expression": "2+2"}'),
+    )
+
+
+async def test_missing_ids_get_generated_ones(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(
+        completion(
+            tool_calls=[
+                tool_call("get_weather", "{}", id=None),
+                tool_call("calculate", "{}", id=None),
+            ]
+        )
+    )
+    response = await make_model(openai_server).complete([], [WEATHER, CALC])
+    ids = [c.id for c in response.message.tool_calls]
+    assert all(i.startswith("call_") for i in ids)
+    assert len(set(ids)) == 2
+
+
+async def test_reasoning_content_is_kept(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(completion("42", reasoning_content="6 times 7"))
+    response = await make_model(openai_server).complete([], [])
+    assert response.message.reasoning == "6 times 7"
+    assert response.message.content == "42"
+
+
+async def test_history_with_tool_results_and_an_invalid_call(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    openai_server.reply(completion("done"))
+    history = [
+        UserMessage(content="weather?"),
+        AssistantMessage(
+            content=None,
+            tool_calls=(
+                ToolCall(id="c1", name="get_weather", arguments='{"city": "Paris"}'),
+                ToolCall(id="c2", name="get_weather", arguments='{"city": "Par'),
+            ),
+        ),
+        ToolMessage(call_id="c1", name="get_weather", content='{"temp": 20}'),
+        ToolMessage(
+            call_id="c2",
+            name="get_weather",
+            content='{"error": {"code": "invalid_json"}}',
+            is_error=True,
+        ),
+    ]
+    await make_model(openai_server).complete(
+        history, [WEATHER], ModelSettings(tool_choice="get_weather", parallel_tool_calls=False)
+    )
+
+    sent = openai_server.last.json
+    assert sent["messages"][1] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+            },
+            # The truncated arguments go upstream as "{}": every provider accepts that.
+            {
+                "id": "c2",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": "{}"},
+            },
+        ],
+    }
+    assert sent["messages"][2] == {"role": "tool", "tool_call_id": "c1", "content": '{"temp": 20}'}
+    assert sent["messages"][3]["tool_call_id"] == "c2"
+    assert sent["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    assert sent["parallel_tool_calls"] is False
+
+
+async def test_no_tools_means_no_tool_fields(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(completion("ok"))
+    await make_model(openai_server).complete(
+        [UserMessage(content="x")], [], ModelSettings(tool_choice="auto")
+    )
+    assert set(openai_server.last.json) == {"model", "messages"}
+
+
+async def test_no_api_key_sends_no_authorization(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(completion("ok"))
+    await OpenAIChatModel(openai_server.base_url + "/chat/completions/", None, "m").complete([], [])
+    assert openai_server.last.path == "/v1/chat/completions"
+    assert "authorization" not in openai_server.last.headers
+
+
+async def test_given_http_client_is_used_and_not_closed(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(completion("ok"))
+    async with httpx.AsyncClient(headers={"x-own": "1"}) as client:
+        model = OpenAIChatModel(openai_server.base_url, "k", "m", http_client=client)
+        await model.complete([], [])
+        await model.aclose()
+        assert not client.is_closed
+    assert openai_server.last.headers["x-own"] == "1"
+
+
+async def test_async_with_pools_one_client(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(completion("a"), sse([delta("b")]), completion("c"))
+    async with make_model(openai_server) as model:
+        assert (await model.complete([], [])).message.content == "a"
+        assert final(await collect(model)).message.content == "b"
+        assert (await model.complete([], [])).message.content == "c"
+    assert [r.headers["authorization"] for r in openai_server.requests] == ["Bearer sk-test"] * 3
+
+
+# --- streaming --------------------------------------------------------------------------
+
+
+async def test_stream_text_reasoning_and_usage(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(
+        sse(
+            [
+                delta(reasoning_content="Let me "),
+                delta(reasoning_content="think."),
+                delta("Hel"),
+                delta("lo"),
+                delta(finish_reason="stop"),
+                delta(usage={"prompt_tokens": 7, "completion_tokens": 2}),
+            ]
+        )
+    )
+    model = make_model(openai_server)
+    events = await collect(model, tools=[])
+
+    assert [e for e in events if not isinstance(e, ModelResponse)] == [
+        ReasoningDelta("Let me "),
+        ReasoningDelta("think."),
+        ContentDelta("Hel"),
+        ContentDelta("lo"),
+    ]
+    response = final(events)
+    assert response.message == AssistantMessage(content="Hello", reasoning="Let me think.")
+    assert response.finish_reason == "stop"
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (7, 2)
+    sent = openai_server.last.json
+    assert sent["stream"] is True
+    assert sent["stream_options"] == {"include_usage": True}
+    assert openai_server.last.headers["accept"] == "text/event-stream"
+
+
+async def test_stream_reasoning_field_variant(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(sse([delta(reasoning="hmm"), delta("ok", finish_reason="stop")]))
+    response = final(await collect(make_model(openai_server)))
+    assert response.message.reasoning == "hmm"
+
+
+async def test_stream_parallel_tool_calls_split_awkwardly(openai_server: FakeOpenAIServer) -> None:
+    args_a = '{"city": "São Paulo"}'
+    args_b = '{"expression": "(2 + 3) * 4"}'
+    openai_server.reply(
+        sse(
+            [
+                delta(
+                    tool_calls=[
+                        {
+                            "index": 0,
+                            "id": "call_a",
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": ""},
+                        }
+                    ]
+                ),
+                delta(tool_calls=[{"index": 0, "function": {"arguments": '{"ci'}}]),
+                delta(
+                    tool_calls=[
+                        {"index": 1, "id": "call_b", "function": {"name": "calculate"}},
+                    ]
+                ),
+                delta(tool_calls=[{"index": 0, "function": {"arguments": 'ty": "S'}}]),
+                delta(tool_calls=[{"index": 1, "function": {"arguments": '{"expression": "(2 '}}]),
+                delta(tool_calls=[{"index": 0, "function": {"arguments": 'ão Paulo"}'}}]),
+                delta(tool_calls=[{"index": 1, "function": {"arguments": '+ 3) * 4"}'}}]),
+                delta(finish_reason="tool_calls"),
+            ],
+            split=7,  # and the SSE bytes themselves arrive cut every 7 bytes
+        )
+    )
+    events = await collect(make_model(openai_server), tools=[WEATHER, CALC])
+
+    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    assert starts == [
+        ToolCallStart(0, "call_a", "get_weather"),
+        ToolCallStart(1, "call_b", "calculate"),
+    ]
+    for index, args in enumerate([args_a, args_b]):
+        parts = [e.text for e in events if isinstance(e, ToolCallArgsDelta) and e.index == index]
+        assert "".join(parts) == args
+    response = final(events)
+    assert response.finish_reason == "tool_calls"
+    assert response.message.tool_calls == (
+        ToolCall(id="call_a", name="get_weather", arguments=args_a),
+        ToolCall(id="call_b", name="calculate", arguments=args_b),
+    )
+
+
+async def test_stream_calls_all_at_index_zero_with_distinct_ids(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    openai_server.reply(
+        sse(
+            [
+                delta(tool_calls=[{"index": 0, "id": "a", "function": {"name": "get_weather"}}]),
+                delta(tool_calls=[{"index": 0, "function": {"arguments": '{"city": "Oslo"}'}}]),
+                delta(tool_calls=[{"index": 0, "id": "b", "function": {"name": "get_weather"}}]),
+                delta(tool_calls=[{"index": 0, "id": "b", "function": {"arguments": '{"city":'}}]),
+                delta(tool_calls=[{"index": 0, "function": {"arguments": ' "Rome"}'}}]),
+                delta(finish_reason="stop"),
+            ]
+        )
+    )
+    response = final(await collect(make_model(openai_server)))
+    assert response.message.tool_calls == (
+        ToolCall(id="a", name="get_weather", arguments='{"city": "Oslo"}'),
+        ToolCall(id="b", name="get_weather", arguments='{"city": "Rome"}'),
+    )
+    # "stop" with tool calls is reported as the tool-call turn it is.
+    assert response.finish_reason == "tool_calls"
+
+
+async def test_stream_missing_ids_are_generated_and_consistent(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    openai_server.reply(
+        sse(
+            [
+                delta(
+                    tool_calls=[{"index": 0, "function": {"name": "get_weather", "arguments": ""}}]
+                ),
+                delta(tool_calls=[{"index": 0, "function": {"arguments": '{"city": "Kyiv"}'}}]),
+                delta(
+                    tool_calls=[{"index": 1, "function": {"name": "calculate", "arguments": ""}}]
+                ),
+                delta(finish_reason="tool_calls"),
+            ]
+        )
+    )
+    events = await collect(make_model(openai_server))
+    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    calls = final(events).message.tool_calls
+    assert [c.id for c in calls] == [s.id for s in starts]
+    assert all(c.id.startswith("call_") for c in calls)
+    assert calls[0].id != calls[1].id
+    # A call streamed without any argument text has no arguments: "{}".
+    assert calls[1].arguments == "{}"
+
+
+async def test_stream_content_then_tool_call(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(
+        sse(
+            [
+                delta("Checking"),
+                delta(
+                    tool_calls=[
+                        {
+                            "index": 0,
+                            "id": "c",
+                            "function": {"name": "get_weather", "arguments": '{"city":"Lima"}'},
+                        }
+                    ],
+                    finish_reason="tool_calls",
+                ),
+            ]
+        )
+    )
+    response = final(await collect(make_model(openai_server)))
+    assert response.message.content == "Checking"
+    assert response.message.tool_calls[0].arguments == '{"city":"Lima"}'
+
+
+async def test_stream_framing_quirks(openai_server: FakeOpenAIServer) -> None:
+    chunk = json.dumps(delta("a"))
+    openai_server.reply(
+        sse(
+            [
+                ": keep-alive comment\n\n",
+                f"event: message\nid: 1\ndata:{chunk}\n\n",  # no space after "data:"
+                f"data: {json.dumps(delta('b'))}\ndata: {json.dumps(delta('c'))}\n\n",  # no gap
+                f"data: {json.dumps(delta('d', finish_reason='stop'))}\r\n\r\n",
+            ]
+        )
+    )
+    response = final(await collect(make_model(openai_server)))
+    assert response.message.content == "abcd"
+
+
+async def test_stream_without_done_still_ends(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(sse([delta("hi", finish_reason="stop")], done=False))
+    response = final(await collect(make_model(openai_server)))
+    assert response.message.content == "hi"
+
+
+async def test_stream_falls_back_when_server_answers_in_one_piece(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    openai_server.reply(completion(tool_calls=[tool_call("get_weather", {"city": "Bern"}, id="x")]))
+    events = await collect(make_model(openai_server))
+    assert ToolCallStart(0, "x", "get_weather") in events
+    assert final(events).message.tool_calls[0].name == "get_weather"
+
+
+async def test_stream_early_exit_closes_cleanly(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(sse([delta(str(i)) for i in range(50)]), completion("next"))
+    model = make_model(openai_server)
+    stream = model.stream([], [])
+    async for ev in stream:
+        assert isinstance(ev, ContentDelta)
+        break
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert (await model.complete([], [])).message.content == "next"
+
+
+# --- errors -----------------------------------------------------------------------------
+
+
+async def expect_error(model: OpenAIChatModel, *, stream: bool) -> ModelError:
+    async def call() -> object:
+        if stream:
+            return await collect(model)
+        return await model.complete([UserMessage(content="hi")], [])
+
+    with pytest.raises(ModelError) as info:
+        await call()
+    err = info.value
+    assert "\n" not in str(err)
+    assert "Traceback" not in str(err)
+    return err
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_connection_refused(stream: bool) -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    err = await expect_error(OpenAIChatModel(url, None, "m"), stream=stream)
+    assert str(err) == (
+        f"Could not reach the model at {url}: connection refused. "
+        "Check --base-url or TOOLWIRE_BASE_URL."
+    )
+    assert err.retryable
+    assert err.status is None
+    assert err.__cause__ is None
+
+
+async def test_connect_hint_can_be_changed() -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    model = OpenAIChatModel(
+        url, None, "m", connect_hint="Check upstream.base_url in toolwire.yaml."
+    )
+    err = await expect_error(model, stream=False)
+    assert str(err).endswith("connection refused. Check upstream.base_url in toolwire.yaml.")
+
+
+async def test_invalid_base_url() -> None:
+    err = await expect_error(OpenAIChatModel("localhost:8000", None, "m"), stream=False)
+    assert "is not a valid http(s) URL" in str(err)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    ("status", "message", "retryable", "advice"),
+    [
+        (400, "Invalid 'messages[1].content'.", False, ""),
+        (
+            401,
+            "Incorrect API key provided: sk-t***.",
+            False,
+            "Check the API key (TOOLWIRE_API_KEY).",
+        ),
+        (404, "The model `gpt-test` does not exist", False, "Check the model name ('gpt-test')"),
+        (429, "Rate limit reached", True, "rate limiting"),
+        (500, "The server had an error", True, ""),
+        (503, "overloaded", True, ""),
+    ],
+)
+async def test_http_errors_carry_the_upstream_message(
+    openai_server: FakeOpenAIServer,
+    stream: bool,
+    status: int,
+    message: str,
+    retryable: bool,
+    advice: str,
+) -> None:
+    openai_server.reply(error(status, message))
+    err = await expect_error(make_model(openai_server), stream=stream)
+    assert str(err).startswith(
+        f"The model at {openai_server.base_url} returned HTTP {status}: {message.rstrip('.')}."
+    )
+    assert advice in str(err)
+    assert err.status == status
+    assert err.retryable is retryable
+
+
+async def test_http_error_with_non_json_body(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(
+        raw("<html>\n<h1>Bad Gateway</h1>\n</html>", status=502, content_type="text/html")
+    )
+    err = await expect_error(make_model(openai_server), stream=False)
+    assert "returned HTTP 502: '<html> <h1>Bad Gateway</h1> </html>'." in str(err)
+    assert err.retryable
+
+
+async def test_http_error_with_string_error_field(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(raw(json.dumps({"error": "model 'x' not found"}), status=404))
+    err = await expect_error(make_model(openai_server), stream=False)
+    assert "HTTP 404: model 'x' not found." in str(err)
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ("not json at all", "the body is not JSON: 'not json at all'"),
+        ("[1, 2]", "expected a JSON object, got an array"),
+        ('{"choices": []}', "the response has no 'choices'"),
+        ('{"choices": [{"index": 0}]}', "choices[0] has no 'message' object"),
+    ],
+)
+async def test_malformed_bodies(openai_server: FakeOpenAIServer, body: str, detail: str) -> None:
+    openai_server.reply(raw(body))
+    err = await expect_error(make_model(openai_server), stream=False)
+    assert str(err) == (
+        f"The model at {openai_server.base_url} sent a response toolwire could not read: {detail}."
+    )
+    assert not err.retryable
+
+
+async def test_error_inside_a_200_body(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(raw(json.dumps({"error": {"message": "context too long"}})))
+    err = await expect_error(make_model(openai_server), stream=False)
+    assert str(err) == f"The model at {openai_server.base_url} reported an error: context too long"
+
+
+async def test_malformed_sse_line(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(sse([delta("ok"), "data: {not json\n\n"]))
+    model = make_model(openai_server)
+    seen: list[ModelStreamEvent] = []
+
+    async def consume() -> None:
+        async for ev in model.stream([], []):
+            seen.append(ev)
+
+    with pytest.raises(ModelError) as info:
+        await consume()
+    assert seen == [ContentDelta("ok")]
+    assert str(info.value) == (
+        f"The model at {openai_server.base_url} sent a response toolwire could not read: "
+        "a stream event is not JSON: '{not json'."
+    )
+
+
+async def test_error_event_mid_stream(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(sse([delta("par"), {"error": {"message": "upstream overloaded"}}]))
+    err = await expect_error(make_model(openai_server), stream=True)
+    assert str(err).endswith("reported an error: upstream overloaded")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_timeout(openai_server: FakeOpenAIServer, stream: bool) -> None:
+    openai_server.reply(sse([delta("late")], delay=2.0) if stream else raw("{}", delay=2.0))
+    err = await expect_error(make_model(openai_server, timeout=0.2), stream=stream)
+    assert str(err) == (
+        f"The model at {openai_server.base_url} did not answer within 0.2s (timeout). "
+        "Try again or raise the timeout."
+    )
+
+
+async def test_dynamic_reply_sees_the_request(openai_server: FakeOpenAIServer) -> None:
+    def echo(req: ReceivedRequest) -> Reply:
+        return completion(f"{len(req.json['messages'])} messages")
+
+    openai_server.reply(echo)
+    response = await make_model(openai_server).complete(
+        [UserMessage(content="a"), UserMessage(content="b")], []
+    )
+    assert response.message.content == "2 messages"
