@@ -58,7 +58,7 @@ class ArgumentSpec:
     def __init__(self, tool_name: str, schema: dict[str, Any]) -> None:
         self.tool_name = tool_name
         self.schema = schema
-        self._validator = jsonschema_rs.validator_for(schema)
+        self._validator = jsonschema_rs.validator_for(_closed(schema))
         self._is_valid = self._validator.is_valid
         self._plan = _defaults_plan(schema, schema, 0)
         self._hint: str | None = None
@@ -148,6 +148,18 @@ class ArgumentSpec:
 
 
 # --- schema helpers -----------------------------------------------------------------------
+
+
+def _closed(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with unknown top-level arguments refused, unless it says otherwise.
+
+    An argument the tool does not declare would only fail later inside the function (or be
+    silently ignored), so the model is told about it at validation time instead.
+    """
+    open_keys = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+    if "properties" not in schema or any(k in schema for k in open_keys):
+        return schema
+    return {**schema, "additionalProperties": False}
 
 
 def _resolve(schema: Any, root: dict[str, Any]) -> dict[str, Any]:
@@ -362,19 +374,21 @@ def _describe(err: Any, root: dict[str, Any]) -> tuple[str, str | None]:
         names = ", ".join(repr(u) for u in unexpected)
         noun = "argument" if len(unexpected) == 1 else "arguments"
         choices = ", ".join(repr(v) for v in valid) or "none"
-        return f"Unexpected {noun} {names}. Valid arguments here: {choices}.", unexpected[0]
-    got = f"(got {_type_phrase(value)})"
+        where = f"keys of {path!r}" if path else "arguments"
+        return f"Unexpected {noun} {names}. Valid {where}: {choices}.", unexpected[0]
+    got = f"(got {_literal(value)})"
     if name == "enum":
         options = ", ".join(_literal(o) for o in kind.options)
         return f"{arg} must be one of {options} {got}.", path
     if name == "const":
         return f"{arg} must be {_literal(kind.expected_value)} {got}.", path
     if name == "type":
-        return f"{arg} must be {_types_phrase(kind.types)} {got}.", path
+        return f"{arg} must be {_types_phrase(kind.types)} (got {_type_phrase(value)}).", path
     if name in ("anyOf", "oneOf"):
         types = _types(_at(root, list(err.schema_path)[:-1]), root)
         if types:
-            return f"{arg} must be {_types_phrase(sorted(types))} {got}.", path
+            wanted = _types_phrase(sorted(types))
+            return f"{arg} must be {wanted} (got {_type_phrase(value)}).", path
         return f"{arg} does not match any of the allowed forms {got}.", path
     limits = {
         "minimum": "at least",

@@ -186,9 +186,19 @@ class ToolRunner:
         entries = self._entries
         entry = entries.get(call.name) if entries is not None else None
         if entry is None:
-            entry = await self._lookup(call.name)
+            try:
+                entry = await self._lookup(call.name)
+            except Exception as exc:
+                logger.error("Listing the tools failed (call %s)", call.id, exc_info=exc)
+                return ToolResult.fail(
+                    call.id,
+                    call.name,
+                    "execution_error",
+                    f"Tool {call.name!r} could not be run: the list of tools is unavailable "
+                    f"({type(exc).__name__}). Try again later or continue without it.",
+                )
             if entry is None:
-                return await self._unknown(call)
+                return self._unknown(call)
         tool = entry.tool
         name = tool.name
         spec = entry.spec
@@ -329,7 +339,7 @@ class ToolRunner:
 
     # --- failures -------------------------------------------------------------------------
 
-    async def _unknown(self, call: ToolCall) -> ToolResult:
+    def _unknown(self, call: ToolCall) -> ToolResult:
         names = sorted((self._entries or {}).keys())
         message = str(ToolNotFoundError(call.name, names))
         close = difflib.get_close_matches(call.name, names, n=1)
