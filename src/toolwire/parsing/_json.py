@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -14,13 +15,19 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# A run of 19+ digits may be an integer beyond 64 bits, which orjson turns into a float
+# (losing digits); the standard library keeps it exact.
+_LONG_DIGITS = re.compile(r"\d{19}")
+
+
 def loads(text: str) -> Any:
     """Parse strict JSON (no NaN/Infinity); raises ValueError when it is not."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        # orjson refuses integers beyond 64 bits; the standard library does not.
-        return json.loads(text, parse_constant=_reject_constant)
+    if _LONG_DIGITS.search(text) is None:
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(text, parse_constant=_reject_constant)
 
 
 def loads_object(text: str) -> dict[str, Any] | None:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import orjson
+from toolwire.parsing._json import loads
 
 __all__ = [
     "ContentDelta",
@@ -60,7 +60,7 @@ class ParsedToolCall:
     name: str
     arguments: dict[str, Any]
     arguments_json: str
-    """The arguments as compact JSON text; `orjson.loads(arguments_json) == arguments`."""
+    """The arguments as compact JSON text; `json.loads(arguments_json) == arguments`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,7 +89,7 @@ def assemble(events: Iterable[ParseEvent]) -> ParsedOutput:
     calls = []
     for index in sorted(starts):
         text = "".join(args[index]) or "{}"
-        parsed = orjson.loads(text)
+        parsed = loads(text)
         calls.append(
             ParsedToolCall(
                 id=starts[index].id, name=starts[index].name, arguments=parsed, arguments_json=text
