@@ -96,3 +96,24 @@ async def test_a_sync_tool_does_not_block_the_event_loop() -> None:
     result, _ = await asyncio.gather(runner.exec(call("blocking")), ticker())
     assert result.success, result.error
     assert result.result is True  # False would mean the loop was blocked until the timeout
+
+
+def test_a_runner_can_be_reused_across_event_loops() -> None:
+    @tool
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    runner = ToolRunner(Toolbox([echo]))
+
+    async def turn(text: str) -> list[object]:
+        # Unknown names make every call refresh the listing at once: the lock is contended.
+        calls = [call("missing"), call("echo", {"text": text}), call("missing")]
+        results = await asyncio.gather(*(runner.exec(c) for c in calls))
+        return [r.result if r.error is None else r.error.code for r in results]
+
+    expected_codes = ["unknown_tool", "unknown_tool"]
+    first = asyncio.run(turn("a"))
+    second = asyncio.run(turn("b"))
+    assert [first[1], second[1]] == ["a", "b"]
+    assert [first[0], first[2]] == [second[0], second[2]] == expected_codes

@@ -80,7 +80,8 @@ class ToolRunner:
         self.cache: ResultCache = cache if cache is not None else MemoryResultCache()
         self._entries: dict[str, _Entry] | None = None
         self._generation = 0
-        self._refresh_lock = asyncio.Lock()
+        self._refresh_lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
 
     # --- tools ----------------------------------------------------------------------------
 
@@ -108,6 +109,11 @@ class ToolRunner:
 
     async def _refresh(self) -> dict[str, _Entry]:
         seen = self._generation
+        # One lock per event loop: a runner may outlive the loop it was first used on
+        # (a CLI that calls asyncio.run once per turn), and asyncio locks bind to a loop.
+        loop = asyncio.get_running_loop()
+        if self._refresh_lock is None or self._lock_loop is not loop:
+            self._refresh_lock, self._lock_loop = asyncio.Lock(), loop
         async with self._refresh_lock:
             # Another caller refreshed while this one waited: its listing is fresh enough.
             if self._generation != seen and self._entries is not None:
