@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from toolwire.runner import Policy, ToolRunner
-from toolwire.tools import ToolCall, ToolContext, Toolbox, tool
+from toolwire.tools import Toolbox, ToolCall, ToolContext, tool
 
 
 @tool

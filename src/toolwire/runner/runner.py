@@ -158,6 +158,16 @@ class ToolRunner:
                 f"Tool {call.name!r} failed: internal error in the tool runner.",
             )
         result.duration_ms = (perf_counter() - start) * 1000.0
+        if logger.isEnabledFor(logging.DEBUG):
+            outcome = "ok" if result.error is None else result.error.code
+            logger.debug(
+                "tool %s (call %s): %s in %.2f ms%s",
+                call.name,
+                call.id,
+                outcome,
+                result.duration_ms,
+                " (cached)" if result.cached else "",
+            )
         return result
 
     async def exec_many(
