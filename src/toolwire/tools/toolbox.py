@@ -258,8 +258,9 @@ def _import(target: str) -> ModuleType:
             # does. Users expect `--tools myapp.tools` to work from their project root.
             sys.path.append(cwd)
         return importlib.import_module(target)
-    except ToolDefinitionError:
-        raise
+    except ToolDefinitionError as exc:
+        # A bad @tool inside the module: keep its full list of problems.
+        raise ToolDefinitionError(f"Could not import tool module {target!r}: {exc}") from None
     except (Exception, SystemExit) as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         what = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
