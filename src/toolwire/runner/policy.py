@@ -17,8 +17,9 @@ ApprovalMode = Literal["ask", "auto", "deny"]
 class Policy:
     """Limits and safety rules applied by `ToolRunner` to every call."""
 
-    max_concurrency: int = 8
-    """How many calls `exec_many` runs at the same time."""
+    max_concurrency: int = 32
+    """How many calls `exec_many` runs at the same time. Tools are mostly I/O-bound, so
+    the bound is there to protect the process and upstream APIs, not the CPU."""
     default_timeout: float = 30.0
     """Seconds a tool may run when it declares no `timeout` of its own."""
     max_result_bytes: int = 256 * 1024
