@@ -61,6 +61,15 @@ DEFAULT_FORMAT = "hermes"
 _MODEL_RULES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(p, re.IGNORECASE), f)
     for p, f in [
+        # DeepSeek first: its R1 distills (…-Distill-Qwen-32B, …-R1-0528-Qwen3-8B) ship
+        # DeepSeek's chat template, whatever their base. V3.2-Exp kept V3.1's format; DSML
+        # came with V3.2.
+        (r"deepseek.*v4\.[1-9]", "deepseek_v41"),
+        (r"deepseek.*v4", "deepseek_v4"),
+        (r"deepseek.*v3\.2[-_.]?exp", "deepseek_v31"),
+        (r"deepseek.*v3\.[2-9]", "deepseek_v32"),
+        (r"deepseek.*v3\.1", "deepseek_v31"),
+        (r"deepseek", "deepseek_v3"),
         (r"qwen3[-_.]?coder", "qwen3_xml"),
         (r"qwen3\.[5-9]|qwen[4-9]", "qwen3_xml"),
         (r"qwen", "hermes"),
@@ -68,11 +77,6 @@ _MODEL_RULES: list[tuple[re.Pattern[str], str]] = [
         (r"llama[-_.]?4", "pythonic"),
         (r"llama[-_.]?3", "llama3_json"),
         (r"gpt[-_]?oss", "harmony"),
-        (r"deepseek.*v4\.[1-9]", "deepseek_v41"),
-        (r"deepseek.*v4", "deepseek_v4"),
-        (r"deepseek.*v3\.[2-9]", "deepseek_v32"),
-        (r"deepseek.*v3\.1", "deepseek_v31"),
-        (r"deepseek", "deepseek_v3"),
         (r"kimi[-_.]?k[3-9]", "kimi_k3"),
         (r"kimi", "kimi_k2"),
         (r"glm[-_.]?(4\.[7-9]|[5-9])", "glm47"),
