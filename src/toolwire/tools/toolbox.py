@@ -44,7 +44,7 @@ class Toolbox:
         self._local: dict[str, Tool] = {}
         self._routes: dict[str, ToolProvider] = {}
         self._sources: dict[str, str] = {}
-        self._static_order: list[str] = []
+        self._static: dict[str, Tool] = {}
         self._dynamic: list[ToolProvider] = []
         self._dynamic_routes: dict[str, ToolProvider] = {}
         for item in items:
@@ -77,7 +77,7 @@ class Toolbox:
     @property
     def tools(self) -> list[Tool]:
         """The tools known without asking a remote provider, in listing order."""
-        return [self.get(name) for name in self._static_order]
+        return list(self._static.values())
 
     def get(self, name: str) -> Tool:
         """A tool known without asking a remote provider.
@@ -85,14 +85,10 @@ class Toolbox:
         Raises:
             ToolNotFoundError: Listing the available names.
         """
-        if name in self._local:
-            return self._local[name]
-        provider = self._routes.get(name)
-        if provider is not None:
-            for candidate in _static_tools(provider) or ():
-                if candidate.name == name:
-                    return candidate
-        raise ToolNotFoundError(name, self._static_order)
+        found = self._static.get(name)
+        if found is None:
+            raise ToolNotFoundError(name, list(self._static))
+        return found
 
     def __contains__(self, name: object) -> bool:
         return name in self._sources
@@ -101,10 +97,10 @@ class Toolbox:
         return iter(self.tools)
 
     def __len__(self) -> int:
-        return len(self._static_order)
+        return len(self._static)
 
     def __repr__(self) -> str:
-        names = ", ".join(self._static_order)
+        names = ", ".join(self._static)
         extra = f" +{len(self._dynamic)} providers" if self._dynamic else ""
         return f"Toolbox([{names}]{extra})"
 
@@ -152,20 +148,20 @@ class Toolbox:
             await self.list_tools()  # a remote provider may have gained the tool since
             provider = self._dynamic_routes.get(name)
         if provider is None:
-            names = [*self._static_order, *self._dynamic_routes]
+            names = [*self._static, *self._dynamic_routes]
             raise ToolNotFoundError(name, names)
         return await provider.execute_tool(name, arguments, ctx)
 
     def _add(self, item: ToolboxItem) -> None:
         if isinstance(item, Tool):
-            self._register(item.name, _describe_tool(item), local=item)
+            self._register(item, _describe_tool(item), local=True)
         elif isinstance(item, ToolProvider):
             static = _static_tools(item)
             if static is None:
                 self._dynamic.append(item)
                 return
             for t in static:
-                self._register(t.name, _describe(item), provider=item)
+                self._register(t, _describe(item), provider=item)
         elif callable(item):
             self._add(tool(item))
         else:
@@ -176,21 +172,22 @@ class Toolbox:
 
     def _register(
         self,
-        name: str,
+        definition: Tool,
         source: str,
         *,
-        local: Tool | None = None,
+        local: bool = False,
         provider: ToolProvider | None = None,
     ) -> None:
+        name = definition.name
         if name in self._sources:
             raise ToolDefinitionError(
                 f"Duplicate tool name {name!r}: defined by {self._sources[name]} and by "
                 f"{source}. Rename one of them, e.g. with @tool(name=...)."
             )
         self._sources[name] = source
-        self._static_order.append(name)
-        if local is not None:
-            self._local[name] = local
+        self._static[name] = definition
+        if local:
+            self._local[name] = definition
         if provider is not None:
             self._routes[name] = provider
 
