@@ -82,11 +82,16 @@ _MODEL_RULES: list[tuple[re.Pattern[str], str]] = [
         (r"glm[-_.]?(4\.[7-9]|[5-9])", "glm47"),
         (r"glm", "glm45"),
         (r"gemma[-_.]?4", "gemma4"),
+        # Mistral: the tokenizer version decides. v3/v7 tokenizers write a JSON array;
+        # v11+ (from mid-2025: Small 3.2, Magistral, Devstral 2507+, Ministral 3, Medium
+        # 3.x, Large 3, Small 4) write `name[ARGS]{…}`. Older models with those names first.
+        (r"ministral[-_]8b|devstral[-_]small[-_]2505|mistral[-_]small[-_](3\.1|24b)", "mistral_v3"),
         (
-            r"magistral|devstral|ministral|mistral-(small|medium|large)-(3\.[1-9]|[4-9])",
+            r"magistral|devstral|ministral"
+            r"|mistral[-_](small|medium|large)[-_](3\.[2-9]|[4-9]|3(?![\d.]))",
             "mistral_v11",
         ),
-        (r"mistral|mixtral", "mistral_v3"),
+        (r"mistral|mixtral|codestral|pixtral", "mistral_v3"),
     ]
 ]
 

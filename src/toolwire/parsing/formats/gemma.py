@@ -1,0 +1,246 @@
+"""Gemma 4 calls: `<|tool_call>call:NAME{key:value,…}<tool_call|>`.
+
+Arguments are written in the template's object notation, not JSON: bare keys (which may
+contain spaces), strings between `<|"|>` tokens and never escaped (raw newlines, quotes,
+braces and even marker text inside), numbers as Python prints them (`1e-05`), `true`,
+`false`, `null`, and nested `{…}` / `[…]`. A call ends where its object closes; the
+`<tool_call|>` after it is optional, since engines may stop on it. Reasoning is the
+thought channel, `<|channel>thought…<channel|>`; a prompt that pre-fills an empty,
+closed channel (thinking off) starts in content.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
+from toolwire.parsing.formats._calls import CallParser, CallReader, Reasoning
+
+TOOL_CALL, TOOL_CALL_END = "<|tool_call>", "<tool_call|>"
+QUOTE = '<|"|>'
+THOUGHT = Reasoning(open="<|channel>", close="<channel|>", label="thought")
+
+_DROP = (
+    TOOL_CALL_END,
+    "<|tool_response>",
+    "<tool_response|>",
+    QUOTE,
+    "<|turn>",
+    "<turn|>",
+    "<|think|>",
+    "<channel|>",
+    "<eos>",
+)
+
+# `call:` and the function name up to the `{` that opens the arguments.
+_HEAD = re.compile(r"\s*(?:c(?:a(?:l(?:l(?::([^\s{}\[\]<>:,]*)(\{)?)?)?)?)?)?")
+_HEAD_MAX = 256
+_STRUCT = re.compile(r"<\|\"\|>|[{}\[\]]")
+
+
+def _quote_prefix(text: str, start: int) -> int:
+    """Length of the longest tail of `text[start:]` that is a proper prefix of `<|"|>`."""
+    for k in range(min(len(QUOTE) - 1, len(text) - start), 0, -1):
+        if QUOTE.startswith(text[len(text) - k :]):
+            return k
+    return 0
+
+
+class _EndScanner:
+    """Finds where a `{…}` in object notation closes; `<|"|>` strings are skipped."""
+
+    __slots__ = ("_depth", "_in_string", "_pending")
+
+    def __init__(self) -> None:
+        self._depth = 0
+        self._in_string = False
+        self._pending = ""  # a tail that may be the start of `<|"|>`
+
+    def feed(self, piece: str) -> int:
+        base = len(self._pending)
+        text = self._pending + piece
+        self._pending = ""
+        i, n = 0, len(text)
+        while i < n:
+            if self._in_string:
+                j = text.find(QUOTE, i)
+                if j < 0:
+                    break
+                self._in_string = False
+                i = j + len(QUOTE)
+                continue
+            m = _STRUCT.search(text, i)
+            if m is None:
+                break
+            token, i = m.group(), m.end()
+            if token == QUOTE:
+                self._in_string = True
+            elif token in "{[":
+                self._depth += 1
+            else:
+                self._depth -= 1
+                if self._depth <= 0:
+                    return i - base
+        keep = _quote_prefix(text, i)
+        self._pending = text[n - keep :] if keep else ""
+        return -1
+
+
+_LEAD, _BODY, _REFUSED = range(3)
+
+
+class _Reader(CallReader):
+    """The text after `<|tool_call>`: `call:NAME{…}`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._head = ""
+        self._name = ""
+        self._state = _LEAD
+        self._scanner = _EndScanner()
+
+    def feed(self, piece: str) -> int:
+        i, n = 0, len(piece)
+        while i < n and self._state == _LEAD:
+            head = self._head + piece[i]
+            m = _HEAD.fullmatch(head)
+            if m is None or len(head) > _HEAD_MAX or (m.group(2) and not m.group(1)):
+                self._state = _REFUSED
+                return i
+            self._head = head
+            self._parts.append(piece[i])
+            i += 1
+            if m.group(2):
+                self._state, self._name = _BODY, m.group(1)
+                self._scanner.feed("{")
+        if self._state != _BODY:
+            return -1
+        end = self._scanner.feed(piece[i:])
+        stop = n if end < 0 else i + end
+        self._parts.append(piece[i:stop])
+        return -1 if end < 0 else stop
+
+    def calls(self) -> list[RawCall] | None:
+        if self._state != _BODY:
+            return None
+        text = self.text()
+        args = _parse_arguments(text[text.index("{") :])
+        return None if args is None else [RawCall(self._name, args)]
+
+
+class _Malformed(ValueError):
+    pass
+
+
+_NUMBER = re.compile(r"-?\d+(\.\d*)?([eE][+-]?\d+)?")
+_WORDS: dict[str, Any] = {
+    "true": True,
+    "false": False,
+    "null": None,
+    "True": True,
+    "False": False,
+    "None": None,
+}
+
+
+def _parse_arguments(text: str) -> dict[str, Any] | None:
+    """The arguments object of a complete `{…}`, or None when it is not well formed."""
+    try:
+        value, end = _value(text, 0)
+    except (_Malformed, IndexError, RecursionError):
+        return None
+    if not isinstance(value, dict) or text[end:].strip():
+        return None
+    return value
+
+
+def _skip_ws(text: str, i: int) -> int:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    return i
+
+
+def _value(text: str, i: int) -> tuple[Any, int]:
+    i = _skip_ws(text, i)
+    if text.startswith(QUOTE, i):
+        end = text.find(QUOTE, i + len(QUOTE))
+        if end < 0:
+            raise _Malformed("unterminated string")
+        return text[i + len(QUOTE) : end], end + len(QUOTE)
+    c = text[i]
+    if c == "{":
+        return _object(text, i + 1)
+    if c == "[":
+        return _array(text, i + 1)
+    return _scalar(text, i)
+
+
+def _object(text: str, i: int) -> tuple[dict[str, Any], int]:
+    out: dict[str, Any] = {}
+    i = _skip_ws(text, i)
+    if text[i] == "}":
+        return out, i + 1
+    while True:
+        i = _skip_ws(text, i)
+        if text.startswith(QUOTE, i):
+            key, i = _value(text, i)
+            i = _skip_ws(text, i)
+            if text[i] != ":":
+                raise _Malformed("expected ':'")
+        else:
+            colon = text.find(":", i)
+            if colon < 0:
+                raise _Malformed("expected a key")
+            key = text[i:colon].strip()
+            if not key or any(ch in key for ch in "{}[],<>"):
+                raise _Malformed("bad key")
+            i = colon
+        out[key], i = _value(text, i + 1)
+        i = _skip_ws(text, i)
+        if text[i] == "}":
+            return out, i + 1
+        if text[i] != ",":
+            raise _Malformed("expected ',' or '}'")
+        i += 1
+
+
+def _array(text: str, i: int) -> tuple[list[Any], int]:
+    out: list[Any] = []
+    i = _skip_ws(text, i)
+    if text[i] == "]":
+        return out, i + 1
+    while True:
+        item, i = _value(text, i)
+        out.append(item)
+        i = _skip_ws(text, i)
+        if text[i] == "]":
+            return out, i + 1
+        if text[i] != ",":
+            raise _Malformed("expected ',' or ']'")
+        i += 1
+
+
+def _scalar(text: str, i: int) -> tuple[Any, int]:
+    end = i
+    while end < len(text) and text[end] not in ",}]":
+        end += 1
+    token = text[i:end].strip()
+    if not token or QUOTE in token:
+        raise _Malformed("missing value")
+    if token in _WORDS:
+        return _WORDS[token], end
+    if _NUMBER.fullmatch(token):
+        number = float(token) if any(ch in token for ch in ".eE") else int(token)
+        return number, end
+    # An unquoted word: the model forgot the string delimiters; its meaning is plain.
+    return token, end
+
+
+def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:
+    return CallParser(
+        openers={TOOL_CALL: _Reader},
+        reasoning=[THOUGHT],
+        drop=_DROP,
+        prompt_suffix=prompt_suffix,
+    )
