@@ -5,6 +5,8 @@ from typing import Any
 
 import jsonschema_rs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from toolwire.tools import ToolContext, ToolExecutionError, ToolParameterError
 from toolwire.tools.demo import (
@@ -166,3 +168,25 @@ def test_calculate_rejects_and_fails_clearly(
 ) -> None:
     with pytest.raises(error, match=message):
         evaluate_arithmetic(expression)
+
+
+def _expressions() -> st.SearchStrategy[tuple[str, int]]:
+    leaves = st.integers(min_value=0, max_value=10**6).map(lambda n: (str(n), n))
+
+    def combine(children: st.SearchStrategy[tuple[str, int]]) -> st.SearchStrategy[Any]:
+        ops = st.sampled_from(
+            [("+", lambda a, b: a + b), ("-", lambda a, b: a - b), ("*", lambda a, b: a * b)]
+        )
+        binary = st.tuples(children, ops, children).map(
+            lambda t: (f"({t[0][0]} {t[1][0]} {t[2][0]})", t[1][1](t[0][1], t[2][1]))
+        )
+        negated = children.map(lambda c: (f"-{c[0]}", -c[1]))
+        return binary | negated
+
+    return st.recursive(leaves, combine, max_leaves=12)
+
+
+@given(_expressions())
+def test_calculate_agrees_with_integer_arithmetic(case: tuple[str, int]) -> None:
+    expression, expected = case
+    assert evaluate_arithmetic(expression) == expected
