@@ -18,6 +18,7 @@ from toolwire.models.messages import (
     Usage,
     UserMessage,
 )
+from toolwire.models.offline import OfflineModel
 from toolwire.models.openai import OpenAIChatModel
 from toolwire.models.scripted import (
     ScriptedModel,
@@ -35,6 +36,7 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "ModelStreamEvent",
+    "OfflineModel",
     "OpenAIChatModel",
     "ScriptExhaustedError",
     "ScriptedModel",
