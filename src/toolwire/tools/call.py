@@ -83,4 +83,6 @@ class ToolResult:
                 return self.result
             return orjson.dumps(self.result).decode()
         assert self.error is not None
-        return orjson.dumps({"error": {"code": self.error.code, "message": self.error.message}}).decode()
+        return orjson.dumps(
+            {"error": {"code": self.error.code, "message": self.error.message}}
+        ).decode()

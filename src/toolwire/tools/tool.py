@@ -62,9 +62,7 @@ class Tool:
 
     name: str
     description: str = ""
-    parameters: dict[str, Any] = field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     """A JSON Schema object describing the arguments."""
     effects: Effects = "read"
     timeout: float | None = None
@@ -117,7 +115,9 @@ class Tool:
             schema["required"] = required
         defaults = {p.name: p.default for p in parameters if not p.required}
         invoker = _handler_invoker(handler, defaults) if handler is not None else None
-        return cls(name=name, description=description, parameters=schema, invoker=invoker, **options)
+        return cls(
+            name=name, description=description, parameters=schema, invoker=invoker, **options
+        )
 
     @property
     def allowed_fields(self) -> tuple[str, ...] | None:
