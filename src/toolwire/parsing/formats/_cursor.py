@@ -149,6 +149,14 @@ class CursorParser(StreamParser):
 
     # ------------------------------------------------------------------ lookahead
 
+    def _undecided(self) -> bool:
+        """Whether text that could still grow into markup is left undecided.
+
+        True while more input may come, and also when the output was cut off: an unfinished
+        construct at the end is then dropped with its block rather than called malformed.
+        """
+        return not self._final or self._truncated
+
     def _skip_ws(self) -> bool:
         """Move past whitespace; True when something else follows in the buffer."""
         buf, n, k = self._buf, len(self._buf), self._pos
@@ -172,7 +180,7 @@ class CursorParser(StreamParser):
         for option in options:
             if buf.startswith(option, k):
                 return True
-        if not self._final and any(rest < len(o) and o.startswith(buf[k:]) for o in options):
+        if self._undecided() and any(rest < len(o) and o.startswith(buf[k:]) for o in options):
             return WAIT
         return False
 
@@ -190,7 +198,7 @@ class CursorParser(StreamParser):
                 self._pos = k + len(option)
                 return option
         rest = len(buf) - k
-        if not self._final and any(rest < len(o) and o.startswith(buf[k:]) for o in options):
+        if self._undecided() and any(rest < len(o) and o.startswith(buf[k:]) for o in options):
             return WAIT
         return ""
 
@@ -208,7 +216,7 @@ class CursorParser(StreamParser):
             return -1
         if k >= 0:
             return k
-        if self._final or n >= j + cap + len(stop):
+        if n >= j + cap + len(stop) or not self._undecided():
             return -1
         return WAIT
 

@@ -1,0 +1,376 @@
+"""Kimi calls: K2.x section tokens (`kimi_k2`, `kimi_k2_thinking`) and K3 XTML (`kimi_k3`).
+
+K2.x:
+
+    <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX
+    <|tool_call_argument_begin|>{JSON}<|tool_call_end|>…<|tool_calls_section_end|>
+
+The tool name lives only in the call id, which becomes the call's id. Text inside the
+section but outside a call is noise and dropped; `<|tool_call_end|>` inside a JSON string
+of the arguments is data. Each call is emitted at its own `<|tool_call_end|>`.
+`kimi_k2_thinking` (K2-Thinking, K2.5, K2.6) differs only in that its generation prompt
+opens `<think>`, so the output starts inside reasoning unless the prompt closed it.
+
+K3 writes XTML elements, `<|open|>TAG attr="…"<|sep|>` … `<|close|>TAG<|sep|>`:
+a `think` channel (reasoning, opened by the default generation prompt), a `response`
+channel (content) and a `tools` element of `call tool="NAME"` elements holding
+`argument key="K" type="T"` elements. Attribute values escape `&` and `"`; argument bodies
+are raw, typed by their `type` attribute. Since a body is raw, `<|close|>argument<|sep|>`
+ends it only where another argument or the call's end follows.
+
+Kimi templates insert no separators around calls, so content keeps its whitespace.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
+from toolwire.parsing._json import loads_object
+from toolwire.parsing._scan import MarkerScanner
+from toolwire.parsing.formats._cursor import WAIT, CursorParser
+from toolwire.parsing.formats._schema import ArgSchemas, coerce, types_of
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+SECTION_BEGIN, SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
+CALL_BEGIN, ARGS_BEGIN, CALL_END = (
+    "<|tool_call_begin|>",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+)
+IM_END = "<|im_end|>"
+
+_SECTION_SCAN = MarkerScanner([CALL_BEGIN, SECTION_END])
+_CALL_END_SCAN = MarkerScanner([CALL_END])
+_OUTSIDE_STRING = re.compile('"|' + re.escape(CALL_END))
+_IN_STRING = re.compile(r'["\\]')
+
+
+def _name_from_id(call_id: str) -> str:
+    """`functions.get_weather:0` → `get_weather` (the prefix and index are optional)."""
+    name = call_id.removeprefix("functions.")
+    head, sep, index = name.rpartition(":")
+    if sep and index.strip().isdigit():
+        name = head
+    return name.strip()
+
+
+class KimiK2Parser(CursorParser):
+    def __init__(self, *, start_in_reasoning: bool) -> None:
+        super().__init__(
+            content_markers=[
+                SECTION_BEGIN,
+                CALL_BEGIN,
+                THINK_OPEN,
+                THINK_CLOSE,
+                SECTION_END,
+                IM_END,
+            ],
+            reasoning_markers=[THINK_CLOSE, SECTION_BEGIN, CALL_BEGIN, THINK_OPEN],
+            start_in_reasoning=start_in_reasoning,
+            strip=False,
+        )
+        self._bare = False
+        self._id = ""
+        self._in_string = False
+        self._escape = False
+
+    def _on_content_marker(self, m: re.Match[str]) -> bool:
+        marker = m.group()
+        if marker in (SECTION_BEGIN, CALL_BEGIN):
+            self._open(marker, m)
+            return True
+        self._pos = m.end()
+        if marker == THINK_OPEN:
+            self._state = self._reasoning_state
+        return True
+
+    def _on_reasoning_marker(self, m: re.Match[str]) -> bool:
+        marker = m.group()
+        if marker in (SECTION_BEGIN, CALL_BEGIN):
+            # Calls the model began without closing its reasoning end it.
+            self._open(marker, m)
+            return True
+        self._pos = m.end()
+        if marker == THINK_CLOSE:
+            self._state = self._content_state
+        return True
+
+    def _open(self, marker: str, m: re.Match[str]) -> None:
+        # A call without a section around it is read the same way, alone.
+        self._bare = marker == CALL_BEGIN
+        self._open_block(self._call_id if self._bare else self._section, m.start(), m.end())
+
+    def _section(self) -> bool:
+        m = self._scan(_SECTION_SCAN, _discard)
+        if m is None:
+            return False
+        self._pos = m.end()
+        if m.group() == CALL_BEGIN:
+            self._state = self._call_id
+        else:
+            self._close_block()
+        return True
+
+    def _call_id(self) -> bool:
+        k = self._find(self._pos, ARGS_BEGIN, forbid="<")
+        if k is WAIT:
+            return False
+        call_id = self._buf[self._pos : k].strip() if k >= 0 else ""
+        if not _name_from_id(call_id):
+            self._fail_block()
+            return True
+        self._id = call_id
+        self._pos = k + len(ARGS_BEGIN)
+        self._parts.clear()
+        self._in_string = self._escape = False
+        self._state = self._arguments
+        return True
+
+    def _arguments(self) -> bool:
+        """Collect the JSON arguments up to a `<|tool_call_end|>` outside JSON strings."""
+        buf, n, i = self._buf, len(self._buf), self._pos
+        while i < n:
+            if self._in_string:
+                if self._escape:
+                    self._escape = False
+                    i += 1
+                    continue
+                m = _IN_STRING.search(buf, i)
+                if m is None:
+                    i = n
+                    break
+                if m.group() == "\\":
+                    self._escape = True
+                else:
+                    self._in_string = False
+                i = m.end()
+                continue
+            m = _OUTSIDE_STRING.search(buf, i)
+            if m is None:
+                i = n if self._final else _CALL_END_SCAN.safe_end(buf, i)
+                break
+            if m.group() == '"':
+                self._in_string = True
+                i = m.end()
+                continue
+            self._write_part(buf[self._pos : m.start()])
+            self._pos = m.end()
+            self._end_call()
+            return True
+        self._write_part(buf[self._pos : i])
+        self._pos = i
+        return False
+
+    def _end_call(self) -> None:
+        text = "".join(self._parts).strip()
+        self._parts.clear()
+        args = loads_object(text) if text else {}
+        if args is None:
+            self._fail_block()
+            return
+        self._emit(RawCall(_name_from_id(self._id), args, id=self._id))
+        if self._bare:
+            self._close_block()
+        else:
+            self._state = self._section
+
+    def _at_eof(self) -> None:
+        if self._state == self._section:
+            # The section's end marker is missing, but every call in it was complete.
+            self._close_block()
+        elif self._state == self._arguments and not self._truncated and not self._in_string:
+            self._end_call()
+            if self._in_block:
+                self._close_block()
+        else:
+            super()._at_eof()
+
+
+def _discard(text: str) -> None:
+    """Noise between the calls of a section is not content."""
+
+
+# ---------------------------------------------------------------------------- K3 XTML
+
+OPEN, CLOSE, SEP = "<|open|>", "<|close|>", "<|sep|>"
+END_OF_MSG = "<|end_of_msg|>"
+ARG_CLOSE = CLOSE + "argument" + SEP
+_ARG_NEXT = (OPEN + "argument", CLOSE + "call" + SEP)
+_VALUE_SCAN = MarkerScanner([CLOSE])
+_HEADER = re.compile(r'\s*([A-Za-z_][\w.-]*)((?:\s+[\w.-]+="[^"]*")*)\s*')
+_ATTR = re.compile(r'([\w.-]+)="([^"]*)"')
+
+
+@dataclass(frozen=True, slots=True)
+class _Tag:
+    kind: str  # OPEN or CLOSE
+    name: str
+    attrs: dict[str, str]
+    end: int
+
+
+class KimiK3Parser(CursorParser):
+    def __init__(self, tools: ToolSpecs, *, start_in_reasoning: bool) -> None:
+        super().__init__(
+            content_markers=[OPEN, CLOSE, END_OF_MSG],
+            reasoning_markers=[OPEN, CLOSE, END_OF_MSG],
+            start_in_reasoning=start_in_reasoning,
+            strip=False,
+        )
+        self._schemas = ArgSchemas(tools)
+        self._bare = False
+        self._name = ""
+        self._key = ""
+        self._type = ""
+        self._args: dict[str, Any] = {}
+
+    def _tag(self, k: int) -> _Tag | Literal[False] | None:
+        """The element tag at `k`, False when there is none, WAIT when not all here yet."""
+        buf = self._buf
+        kind = OPEN if buf.startswith(OPEN, k) else CLOSE if buf.startswith(CLOSE, k) else ""
+        if not kind:
+            rest = buf[k : k + len(OPEN)]
+            partial = any(len(rest) < len(t) and t.startswith(rest) for t in (OPEN, CLOSE))
+            return WAIT if partial and self._undecided() else False
+        j = k + len(kind)
+        e = self._find(j, SEP, forbid="<>", cap=1024)
+        if e is WAIT:
+            return WAIT
+        header = _HEADER.fullmatch(buf, j, e) if e >= 0 else None
+        if header is None or (kind == CLOSE and header.group(2)):
+            return False
+        attrs = {a: html.unescape(v) for a, v in _ATTR.findall(header.group(2))}
+        return _Tag(kind, header.group(1), attrs, e + len(SEP))
+
+    # ------------------------------------------------------------------ channels
+
+    def _on_content_marker(self, m: re.Match[str]) -> bool:
+        return self._channel_marker(m, self._write_content)
+
+    def _on_reasoning_marker(self, m: re.Match[str]) -> bool:
+        return self._channel_marker(m, self._write_reasoning)
+
+    def _channel_marker(self, m: re.Match[str], write: Callable[[str], None]) -> bool:
+        if m.group() == END_OF_MSG:
+            self._pos = m.end()
+            return True
+        tag = self._tag(m.start())
+        if tag is WAIT:
+            return False
+        if tag and tag.kind == OPEN and tag.name in ("tools", "call"):
+            # A `call` outside `tools` is read alone: the tools state starts it.
+            self._bare = tag.name == "call"
+            self._open_block(self._tools, m.start(), m.start() if self._bare else tag.end)
+            return True
+        if not tag or tag.name not in ("think", "response", "message", "tools"):
+            write(m.group())  # marker text that is not an element of a message
+            self._pos = m.end()
+            return True
+        self._pos = tag.end
+        # Any channel switch ends reasoning; only an opened `think` starts it.
+        is_think = tag.kind == OPEN and tag.name == "think"
+        self._state = self._reasoning_state if is_think else self._content_state
+        return True
+
+    # ------------------------------------------------------------------ tools
+
+    def _next_tag(self) -> _Tag | Literal[False] | None:
+        if not self._skip_ws():
+            return WAIT
+        return self._tag(self._pos)
+
+    def _tools(self) -> bool:
+        tag = self._next_tag()
+        if tag is WAIT:
+            return False
+        if tag and tag.kind == OPEN and tag.name == "call" and tag.attrs.get("tool", "").strip():
+            self._name, self._args = tag.attrs["tool"].strip(), {}
+            self._pos = tag.end
+            self._state = self._call
+        elif tag and tag.kind == CLOSE and tag.name == "tools":
+            self._pos = tag.end
+            self._close_block()
+        else:
+            self._fail_block()
+        return True
+
+    def _call(self) -> bool:
+        tag = self._next_tag()
+        if tag is WAIT:
+            return False
+        if tag and tag.kind == OPEN and tag.name == "argument" and "key" in tag.attrs:
+            self._key, self._type = tag.attrs["key"], tag.attrs.get("type", "")
+            self._parts.clear()
+            self._pos = tag.end
+            self._state = self._value
+        elif tag and tag.kind == CLOSE and tag.name == "call":
+            self._pos = tag.end
+            self._emit(RawCall(self._name, self._args))
+            self._args = {}
+            if self._bare:
+                self._close_block()
+            else:
+                self._state = self._tools
+        else:
+            self._fail_block()
+        return True
+
+    def _value(self) -> bool:
+        m = self._scan(_VALUE_SCAN, self._write_part)
+        if m is None:
+            return False
+        start = m.start()
+        ok = self._follows(start, (ARG_CLOSE,), eof=False)
+        if ok:
+            ok = self._follows(start + len(ARG_CLOSE), _ARG_NEXT, eof=True)
+        if ok is WAIT:
+            return False
+        if not ok:
+            # A body is raw text: marker text in it that structure does not follow is data.
+            self._parts.append(CLOSE)
+            self._pos = m.end()
+            return True
+        self._pos = start + len(ARG_CLOSE)
+        value = "".join(self._parts)
+        self._parts.clear()
+        types = types_of([self._type])
+        typed = (
+            coerce(value, types) if types else self._schemas.coerce(self._name, self._key, value)
+        )
+        self._args[self._key] = typed
+        self._state = self._call
+        return True
+
+    def _at_eof(self) -> None:
+        if self._state == self._tools:
+            self._close_block()
+        elif self._state == self._call and not self._truncated:
+            self._emit(RawCall(self._name, self._args))
+            self._close_block()
+        else:
+            super()._at_eof()
+
+
+def _k3_starts_in_reasoning(prompt_suffix: str) -> bool:
+    suffix = prompt_suffix.rstrip()
+    if not suffix:
+        return True  # the default generation prompt opens the think channel
+    last = suffix.rfind(OPEN)
+    return last >= 0 and suffix[last + len(OPEN) :].split(SEP, 1)[0].strip() == "think"
+
+
+def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:
+    if name == "kimi_k3":
+        return KimiK3Parser(tools, start_in_reasoning=_k3_starts_in_reasoning(prompt_suffix))
+    suffix = prompt_suffix.rstrip()
+    if suffix:
+        start_in_reasoning = suffix.endswith(THINK_OPEN)
+    else:
+        # No prompt given: the thinking models' default prompt opens `<think>`.
+        start_in_reasoning = name == "kimi_k2_thinking"
+    return KimiK2Parser(start_in_reasoning=start_in_reasoning)
