@@ -48,6 +48,8 @@ async def calls_for(text: str, tools: list[Tool] = TOOLS, **kw: Any) -> list[tup
         ("How hot is it in Berlin right now?", [("get_weather", {"city": "Berlin"})]),
         ("What time is it in New York?", [("get_current_time", {"timezone": "New York"})]),
         ("what's the date today", [("get_current_time", {})]),
+        # No place given: the required city is left out, so the runner explains it.
+        ("weather?", [("get_weather", {})]),
         ("What is 17 times 23?", [("calculate", {"expression": "17 * 23"})]),
         ("Calculate (2 + 3) * 4", [("calculate", {"expression": "(2 + 3) * 4"})]),
         ("square root of 16", [("calculate", {"expression": "sqrt(16)"})]),

@@ -161,7 +161,7 @@ def fill_arguments(schema: dict[str, Any], text: str, context: str) -> dict[str,
         if value is None and context != text:
             value = _value_for(name, prop, context, _Numbers(context))
         if value is None and name in required:
-            value = _fallback(prop, text, numbers)
+            value = _fallback(name, prop, text, numbers)
         if value is not None:
             args[name] = value
     return args
@@ -232,7 +232,7 @@ def _value_for(name: str, prop: dict[str, Any], text: str, numbers: _Numbers) ->
     return None
 
 
-def _fallback(prop: dict[str, Any], text: str, numbers: _Numbers) -> Any:
+def _fallback(name: str, prop: dict[str, Any], text: str, numbers: _Numbers) -> Any:
     if "default" in prop:
         return prop["default"]
     enum = prop.get("enum")
@@ -240,8 +240,10 @@ def _fallback(prop: dict[str, Any], text: str, numbers: _Numbers) -> Any:
         return enum[0]
     if prop.get("type") in ("integer", "number"):
         return numbers.next_unused(prop.get("type") == "integer")
-    if prop.get("type") == "string":
+    if prop.get("type") == "string" and not any(k in name.lower() for k in _PLACE_KEYS):
         # Better a best guess the tool can reject with a clear message than no call at all.
+        # Not for places: "weather?" must not become the city "weather?"; leaving it out
+        # lets the runner tell the model the argument is required.
         return text.strip().rstrip("?.!")
     return None
 
