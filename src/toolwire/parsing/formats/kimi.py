@@ -42,7 +42,8 @@ CALL_BEGIN, ARGS_BEGIN, CALL_END = (
     "<|tool_call_argument_begin|>",
     "<|tool_call_end|>",
 )
-IM_END = "<|im_end|>"
+# Stray closers and the end-of-turn token never belong in content.
+_DROP = (THINK_CLOSE, SECTION_END, "<|im_end|>")
 
 _SECTION_SCAN = MarkerScanner([CALL_BEGIN, SECTION_END])
 _CALL_END_SCAN = MarkerScanner([CALL_END])
@@ -62,14 +63,7 @@ def _name_from_id(call_id: str) -> str:
 class KimiK2Parser(CursorParser):
     def __init__(self, *, start_in_reasoning: bool) -> None:
         super().__init__(
-            content_markers=[
-                SECTION_BEGIN,
-                CALL_BEGIN,
-                THINK_OPEN,
-                THINK_CLOSE,
-                SECTION_END,
-                IM_END,
-            ],
+            content_markers=[SECTION_BEGIN, CALL_BEGIN, THINK_OPEN, *_DROP],
             reasoning_markers=[THINK_CLOSE, SECTION_BEGIN, CALL_BEGIN, THINK_OPEN],
             start_in_reasoning=start_in_reasoning,
             strip=False,
@@ -368,9 +362,6 @@ def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser
     if name == "kimi_k3":
         return KimiK3Parser(tools, start_in_reasoning=_k3_starts_in_reasoning(prompt_suffix))
     suffix = prompt_suffix.rstrip()
-    if suffix:
-        start_in_reasoning = suffix.endswith(THINK_OPEN)
-    else:
-        # No prompt given: the thinking models' default prompt opens `<think>`.
-        start_in_reasoning = name == "kimi_k2_thinking"
-    return KimiK2Parser(start_in_reasoning=start_in_reasoning)
+    # No prompt given: the thinking models' default prompt opens `<think>`.
+    in_reasoning = suffix.endswith(THINK_OPEN) if suffix else name == "kimi_k2_thinking"
+    return KimiK2Parser(start_in_reasoning=in_reasoning)
