@@ -1,3 +1,113 @@
-"""toolwire: a tool-calling runtime and OpenAI-compatible gateway for LLM assistants."""
+"""toolwire: a tool-calling runtime and OpenAI-compatible gateway for LLM assistants.
+
+```python
+import toolwire
+
+@toolwire.tool
+def get_weather(city: str) -> dict[str, object]:
+    \"\"\"Current weather in a city.\"\"\"
+    ...
+
+agent = toolwire.Agent(toolwire.OfflineModel(), [get_weather])
+result = await agent.run("What's the weather in Lisbon?")
+```
+"""
+
+from toolwire.agent import (
+    Agent,
+    AgentEvent,
+    ApprovalRequired,
+    Done,
+    ReasoningDelta,
+    RunResult,
+    RunStatus,
+    Step,
+    TextDelta,
+    ToolCallResult,
+    ToolCallStart,
+)
+from toolwire.models import (
+    AssistantMessage,
+    Message,
+    Model,
+    ModelError,
+    ModelResponse,
+    ModelSettings,
+    OfflineModel,
+    OpenAIChatModel,
+    ScriptedModel,
+    SystemMessage,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from toolwire.runner import Approver, Policy, ToolRunner
+from toolwire.tools import (
+    MockTools,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolDefinitionError,
+    ToolError,
+    ToolExecutionError,
+    ToolNotFoundError,
+    ToolParameter,
+    ToolParameterError,
+    ToolProvider,
+    ToolResult,
+    Toolbox,
+    tool,
+)
 
 __version__ = "0.1.0"
+
+__all__ = [
+    # Tools: definitions, calls and results
+    "MockTools",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolParameter",
+    "ToolProvider",
+    "ToolResult",
+    "Toolbox",
+    "tool",
+    # Errors
+    "ModelError",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolNotFoundError",
+    "ToolParameterError",
+    # Running tools
+    "Approver",
+    "Policy",
+    "ToolRunner",
+    # The agent loop and its events
+    "Agent",
+    "AgentEvent",
+    "ApprovalRequired",
+    "Done",
+    "ReasoningDelta",
+    "RunResult",
+    "RunStatus",
+    "Step",
+    "TextDelta",
+    "ToolCallResult",
+    "ToolCallStart",
+    # Models and the conversation
+    "AssistantMessage",
+    "Message",
+    "Model",
+    "ModelResponse",
+    "ModelSettings",
+    "OfflineModel",
+    "OpenAIChatModel",
+    "ScriptedModel",
+    "SystemMessage",
+    "ToolMessage",
+    "Usage",
+    "UserMessage",
+    # Package metadata
+    "__version__",
+]

@@ -1,0 +1,211 @@
+"""`toolwire chat`: one question, or an interactive conversation, with tools."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from toolwire.agent import Agent, Done
+from toolwire.cli._common import TOOLS_OPTION_HELP, CliError, exit_with, load_tools
+from toolwire.cli.render import EventPrinter, format_arguments
+from toolwire.models import Message, Model, OfflineModel, OpenAIChatModel, UserMessage
+from toolwire.runner import Approver, Policy
+from toolwire.tools import Tool, ToolCall, ToolContext
+
+__all__ = ["ChatSession", "chat", "console_approver", "offline_note", "select_model"]
+
+ReadLine = Callable[[str], str]
+"""Reads one line after showing a prompt, like `input`; raises `EOFError` at end of input."""
+
+EXIT_COMMANDS = ("/exit", "/quit")
+
+
+def offline_note() -> Text:
+    """The plain statement that the stand-in model is in use, and how to use a real one."""
+    return Text.assemble(
+        ("Using the offline stand-in model", "bold yellow"),
+        (
+            " (deterministic, no network, not a real LLM: it picks tools by matching your "
+            "words against their names and descriptions).\n",
+            "yellow",
+        ),
+        (
+            "To use a real model: toolwire chat --base-url URL --model NAME, with the API key "
+            "in TOOLWIRE_API_KEY (or set TOOLWIRE_BASE_URL and TOOLWIRE_MODEL). Any "
+            "OpenAI-compatible endpoint works: OpenAI, vLLM, Ollama, llama.cpp, LM Studio.",
+            "dim",
+        ),
+    )
+
+
+def select_model(base_url: str | None, model: str | None, api_key: str | None) -> Model:
+    """`OpenAIChatModel` when a base URL is given, else the offline stand-in.
+
+    Raises:
+        CliError: A model name was given without a base URL, or the reverse.
+    """
+    if not base_url:
+        if model:
+            raise CliError(
+                f"--model {model!r} needs --base-url (or TOOLWIRE_BASE_URL) naming the "
+                "OpenAI-compatible endpoint that serves it."
+            )
+        return OfflineModel()
+    if not model:
+        raise CliError(
+            f"--base-url {base_url} needs --model (or TOOLWIRE_MODEL): the model name the "
+            "endpoint serves."
+        )
+    return OpenAIChatModel(base_url=base_url, api_key=api_key, model=model)
+
+
+def console_approver(console: Console, read: ReadLine) -> Approver:
+    """An approver that asks the person at the terminal; anything but y/yes is a no."""
+
+    async def approve(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool:
+        prompt = Text.assemble(
+            ("Run destructive tool ", "bold yellow"), format_arguments(tool.name, call.arguments)
+        )
+        with console.capture() as capture:
+            console.print(prompt, end="")
+        try:
+            # Blocking on purpose: nothing else should write to the terminal meanwhile.
+            answer = read(f"{capture.get()}? [y/N] ")
+        except EOFError:
+            console.print(Text("(no answer: treated as no; --yes allows destructive tools)"))
+            return False
+        return answer.strip().lower() in ("y", "yes")
+
+    return approve
+
+
+class ChatSession:
+    """A conversation with an agent in a terminal, keeping the history between turns.
+
+    Args:
+        agent: The agent to talk to.
+        console: Where the transcript goes.
+        read: How a line of input is read (`input` by default; tests inject their own).
+        stream: Whether the model is asked to stream its turns.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        console: Console,
+        read: ReadLine = input,
+        *,
+        stream: bool = True,
+    ) -> None:
+        self.agent = agent
+        self.console = console
+        self.read = read
+        self.stream = stream
+        self.messages: list[Message] = []
+
+    async def send(self, text: str) -> Done:
+        """Run one turn for the user's `text`, printing it as it goes."""
+        printer = EventPrinter(self.console)
+        done: Done | None = None
+        async for event in self.agent.run_stream(
+            [*self.messages, UserMessage(content=text)], stream=self.stream
+        ):
+            printer(event)
+            if isinstance(event, Done):
+                done = event
+        assert done is not None
+        if done.error is None:
+            self.messages = list(done.result.messages)
+        return done
+
+    def repl(self) -> None:
+        """Read messages until end of input or /exit; one event loop for the whole session."""
+        self.console.print(
+            Text("Type a message; /reset starts over, /exit or Ctrl-D leaves.", style="dim")
+        )
+        with asyncio.Runner() as runner:
+            while True:
+                try:
+                    line = self.read("you> ").strip()
+                except (EOFError, KeyboardInterrupt):
+                    self.console.print()
+                    return
+                if not line:
+                    continue
+                if line in EXIT_COMMANDS:
+                    return
+                if line == "/reset":
+                    self.messages = []
+                    self.console.print(Text("(conversation cleared)", style="dim"))
+                    continue
+                try:
+                    runner.run(self.send(line))
+                except KeyboardInterrupt:
+                    self.console.print(Text("\n(interrupted)", style="dim"))
+
+
+def chat(
+    message: Annotated[
+        str | None,
+        typer.Argument(help="What to ask. Leave out for an interactive conversation."),
+    ] = None,
+    tools: Annotated[list[str] | None, typer.Option("--tools", help=TOOLS_OPTION_HELP)] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            "--base-url",
+            envvar="TOOLWIRE_BASE_URL",
+            help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1. "
+            "Default: the offline stand-in model. The key is read from TOOLWIRE_API_KEY.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", envvar="TOOLWIRE_MODEL", help="Model name at --base-url."),
+    ] = None,
+    stream: Annotated[
+        bool, typer.Option("--stream/--no-stream", help="Stream the model's turns.")
+    ] = True,
+    max_iterations: Annotated[
+        int, typer.Option("--max-iterations", min=1, help="Model turns allowed per message.")
+    ] = 5,
+    instructions: Annotated[
+        str | None, typer.Option("--instructions", help="System message for the model.")
+    ] = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Run destructive tools without asking.")
+    ] = False,
+) -> None:
+    """Chat with a model that can call tools; shows every call, result and the answer."""
+    import os
+
+    console = Console(highlight=False)
+    try:
+        provider = load_tools(tools or [])
+        chosen = select_model(base_url, model, os.environ.get("TOOLWIRE_API_KEY"))
+    except CliError as exc:
+        raise exit_with(exc) from None
+
+    if isinstance(chosen, OfflineModel):
+        console.print(offline_note())
+        console.print()
+    agent = Agent(
+        chosen,
+        provider,
+        instructions=instructions,
+        max_iterations=max_iterations,
+        policy=Policy(approval="auto" if yes else "ask"),
+        approver=console_approver(console, input),
+    )
+    session = ChatSession(agent, console, input, stream=stream)
+    if message is None:
+        session.repl()
+        return
+    done = asyncio.run(session.send(message))
+    if done.error is not None:
+        raise typer.Exit(1)

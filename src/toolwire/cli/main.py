@@ -1,0 +1,52 @@
+"""The `toolwire` command: `chat` and `tools` (sub-commands live in their own modules)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+from toolwire.cli import chat_cmd, tools_cmd
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="toolwire",
+    help="A tool-calling runtime for LLM assistants: chat with tools, list and run them.",
+    no_args_is_help=True,
+    # Errors the user can fix are printed as one line; a traceback here would be a bug.
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _root(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Log what the runner does, tracebacks included.")
+    ] = False,
+) -> None:
+    logger = logging.getLogger("toolwire")
+    if verbose:
+        from rich.logging import RichHandler
+
+        logger.addHandler(RichHandler(show_path=False))
+        logger.setLevel(logging.DEBUG)
+    else:
+        # A tool that raises is reported as its error result; its traceback is for --verbose.
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+
+
+app.command("chat")(chat_cmd.chat)
+app.add_typer(tools_cmd.app, name="tools")
+
+
+def main() -> None:
+    """Entry point of the `toolwire` script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

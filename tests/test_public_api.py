@@ -1,0 +1,77 @@
+"""`toolwire.__all__` is the documented public surface; keep it honest."""
+
+from __future__ import annotations
+
+import inspect
+
+import toolwire
+import toolwire.agent.events
+import toolwire.models.base
+import toolwire.tools.errors
+
+# The names DESIGN.md promises at the top level (its "Public contracts" section).
+DOCUMENTED = {
+    "tool",
+    "Tool",
+    "ToolParameter",
+    "ToolCall",
+    "ToolResult",
+    "ToolContext",
+    "ToolProvider",
+    "Toolbox",
+    "MockTools",
+    "ToolNotFoundError",
+    "ToolParameterError",
+    "ToolExecutionError",
+    "ToolError",
+    "ToolRunner",
+    "Policy",
+    "Agent",
+    "RunResult",
+    "TextDelta",
+    "ReasoningDelta",
+    "ToolCallStart",
+    "ToolCallResult",
+    "ApprovalRequired",
+    "Done",
+    "OpenAIChatModel",
+    "OfflineModel",
+    "ScriptedModel",
+}
+
+
+def test_all_names_are_importable_and_unique() -> None:
+    assert len(toolwire.__all__) == len(set(toolwire.__all__))
+    for name in toolwire.__all__:
+        assert getattr(toolwire, name, None) is not None, name
+
+
+def test_documented_names_are_exported() -> None:
+    assert DOCUMENTED - set(toolwire.__all__) == set()
+
+
+def test_every_exported_name_is_documented() -> None:
+    for name in toolwire.__all__:
+        obj = getattr(toolwire, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), f"toolwire.{name} has no docstring"
+
+
+def test_public_classes_are_not_left_out() -> None:
+    """Every exception, and every agent event, defined in the package is exported."""
+    exported = {getattr(toolwire, n) for n in toolwire.__all__}
+    for module in (toolwire.tools.errors, toolwire.models.base):
+        for name, obj in vars(module).items():
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, Exception)
+                and obj.__module__ == module.__name__
+            ):
+                assert obj in exported, f"{module.__name__}.{name} is not in toolwire.__all__"
+    for name in toolwire.agent.events.__all__:
+        assert getattr(toolwire.agent.events, name) in exported or name == "AgentEvent", name
+    assert "AgentEvent" in toolwire.__all__
+
+
+def test_no_private_names_leak() -> None:
+    assert all(not n.startswith("_") or n == "__version__" for n in toolwire.__all__)
