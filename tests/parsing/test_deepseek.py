@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from streaming import calls, parse_all_ways
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from streaming import calls, parse_all_ways, summary
 
 from toolwire.parsing import (
     ContentDelta,
     ParsedOutput,
     ToolCallStart,
+    assemble,
     format_for,
     parse_output,
     parser_for,
@@ -246,3 +249,39 @@ def test_dsml_invoke_without_name_is_content() -> None:
     assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == (
         "<｜DSML｜invoke>\n</｜DSML｜invoke>"
     )
+
+
+_DSML_BITS = [
+    "<｜DSML｜tool_calls>",
+    "</｜DSML｜tool_calls>",
+    '<｜DSML｜invoke name="f">',
+    "</｜DSML｜invoke>",
+    '<｜DSML｜parameter name="p" string="false">',
+    "</｜DSML｜parameter>",
+    "/>",
+    ">",
+]
+_TEXT_BITS = ["function", "\n```json\n", '{"a": 1}', '"', "\\", "x y"]
+_PIECES = st.sampled_from(
+    [B, E, CB, CE, SEP, "<think>", "</think>", "<｜end▁of▁sentence｜>", *_DSML_BITS, *_TEXT_BITS]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(_PIECES, max_size=14),
+    st.sampled_from(["deepseek-ai/DeepSeek-V3-0324", "deepseek-ai/DeepSeek-V4-Flash"]),
+    st.sampled_from(["", THINKING]),
+    st.booleans(),
+    st.integers(1, 6),
+)
+def test_any_text_never_raises_and_any_split_agrees(
+    parts: list[str], model: str, suffix: str, truncated: bool, size: int
+) -> None:
+    text = "".join(parts)
+    whole = parse_output(text, model, prompt_suffix=suffix, truncated=truncated)
+    for step in (1, size):
+        parser = parser_for(model, prompt_suffix=suffix)
+        events = [e for i in range(0, len(text), step) for e in parser.feed(text[i : i + step])]
+        events += parser.finish(truncated=truncated)
+        assert summary(assemble(events)) == summary(whole)

@@ -61,7 +61,7 @@ class _SectionParser(MarkerMachine):
             _CONTENT: MarkerScanner(
                 [*self.SECTION_OPENS, THINK_OPEN, THINK_CLOSE, END_OF_SENTENCE]
             ),
-            _REASONING: MarkerScanner([THINK_CLOSE]),
+            _REASONING: MarkerScanner([THINK_CLOSE, END_OF_SENTENCE]),
             _SECTION: MarkerScanner([*self.CALL_OPENS, *self.SECTION_CLOSES]),
         }
 
@@ -99,11 +99,11 @@ class _SectionParser(MarkerMachine):
         elif state == _REASONING:
             self._reasoning.write(text, out)
         elif state == _SECTION:
-            if text.isspace():
-                self._gap.append(text)
-            else:
-                self._content.write("".join(self._gap) + text, out)
+            body = text.rstrip()
+            if body:
+                self._content.write("".join(self._gap) + body, out)
                 self._gap.clear()
+            self._gap.append(text[len(body) :])
         else:
             self._raw.append(text)
             self._call_text(text)
@@ -117,7 +117,8 @@ class _SectionParser(MarkerMachine):
                 self._state = _REASONING
             # a stray </think> or end-of-sentence token is dropped
         elif state == _REASONING:
-            self._state = _CONTENT
+            if marker == THINK_CLOSE:
+                self._state = _CONTENT
         elif state == _SECTION:
             self._gap.clear()
             if marker in self.CALL_OPENS:
