@@ -1,0 +1,48 @@
+"""A user's tool module, as `toolwire --tools sample_tools` loads it in the CLI tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolwire import tool
+
+
+def notes_dir() -> Path:
+    return Path.cwd() / "notes"
+
+
+@tool
+def list_notes() -> list[str]:
+    """List the titles of the saved notes."""
+    return sorted(p.stem for p in notes_dir().glob("*.txt"))
+
+
+@tool(effects="destructive")
+def delete_note(title: str) -> str:
+    """Delete the saved note with the given title.
+
+    Args:
+        title: The note's title, without extension.
+    """
+    path = notes_dir() / f"{title}.txt"
+    if not path.exists():
+        return f"There is no note titled {title!r}."
+    path.unlink()
+    return f"Deleted the note {title!r}."
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+@tool
+def crash() -> str:
+    """A tool that always fails."""
+    raise RuntimeError("disk on fire")
