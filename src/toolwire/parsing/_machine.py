@@ -16,7 +16,7 @@ from toolwire.parsing._base import StreamParser
 from toolwire.parsing._scan import MarkerScanner
 from toolwire.parsing.events import ParseEvent
 
-__all__ = ["JSON_CODE", "JSON_STRING", "MarkerMachine"]
+__all__ = ["JSON_QUOTE", "JSON_STRING", "MarkerMachine"]
 
 JSON_STRING = MarkerScanner(["\\\\", '\\"', '"'])
 """Inside a JSON string: the two-character escapes that matter, and the closing quote.
@@ -24,7 +24,7 @@ JSON_STRING = MarkerScanner(["\\\\", '\\"', '"'])
 Matching the escapes as whole markers means a backslash at the end of a delta is held
 back until the character it escapes arrives."""
 
-JSON_CODE = '"'
+JSON_QUOTE = '"'
 """The marker that opens a JSON string; add it to the markers of a JSON-aware state."""
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from toolwire.parsing._base import RawCall, StreamParser, TextSink, ToolSpecs
 from toolwire.parsing._json import loads, loads_object
-from toolwire.parsing._machine import JSON_CODE, JSON_STRING, MarkerMachine
+from toolwire.parsing._machine import JSON_QUOTE, JSON_STRING, MarkerMachine
 from toolwire.parsing._scan import MarkerScanner
 from toolwire.parsing.events import ContentDelta, ParseEvent, ReasoningDelta
 
@@ -167,7 +167,7 @@ CALLS_BEGIN, CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end
 CALL_BEGIN, CALL_END, TOOL_SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
 
 _ARGS, _ARGS_STRING = 10, 11
-_ARGS_SCAN = MarkerScanner([JSON_CODE, CALL_END, CALLS_END])
+_ARGS_SCAN = MarkerScanner([JSON_QUOTE, CALL_END, CALLS_END])
 
 
 def parse_tool_call(inner: str) -> RawCall | None:

@@ -26,7 +26,7 @@ import re
 
 from toolwire.parsing._base import RawCall, StreamParser, TextSink, ToolSpecs, tool_names
 from toolwire.parsing._json import loads_object
-from toolwire.parsing._machine import JSON_CODE, JSON_STRING, MarkerMachine
+from toolwire.parsing._machine import JSON_QUOTE, JSON_STRING, MarkerMachine
 from toolwire.parsing._scan import MarkerScanner
 from toolwire.parsing.events import ContentDelta, ParseEvent, ReasoningDelta
 
@@ -41,7 +41,7 @@ _SCANNERS = {
     _HEADER: MarkerScanner(MARKERS),
     _REASONING: MarkerScanner([END, RETURN]),
     _CONTENT: MarkerScanner([END, RETURN]),
-    _CALL: MarkerScanner([JSON_CODE, *_CALL_ENDS]),
+    _CALL: MarkerScanner([JSON_QUOTE, *_CALL_ENDS]),
     _STRING: JSON_STRING,
     _SKIP: MarkerScanner(_CALL_ENDS),
 }
@@ -102,7 +102,7 @@ class HarmonyParser(MarkerMachine):
         self._plain = None
         state = self._state
         if state == _HEADER:
-            self._header_marker(marker, out)
+            self._header_marker(marker)
         elif state == _STRING:
             self._body.append(marker)
             if marker == '"':
@@ -115,7 +115,7 @@ class HarmonyParser(MarkerMachine):
         else:  # the end of a text or skipped message
             self._new_header()
 
-    def _header_marker(self, marker: str, out: list[ParseEvent]) -> None:
+    def _header_marker(self, marker: str) -> None:
         if marker == MESSAGE:
             self._open_body()
         elif marker == CHANNEL:
