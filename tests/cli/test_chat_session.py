@@ -10,7 +10,15 @@ import pytest
 import sample_tools
 from rich.console import Console
 
-from toolwire import Agent, AssistantMessage, OfflineModel, ScriptedModel, ToolCall, ToolMessage
+from toolwire import (
+    Agent,
+    AssistantMessage,
+    Model,
+    OfflineModel,
+    ScriptedModel,
+    ToolCall,
+    ToolMessage,
+)
 from toolwire.cli.chat_cmd import ChatSession, console_approver
 
 
@@ -29,11 +37,11 @@ class Typist:
             raise EOFError from None
 
 
-def session(model: object, typist: Typist) -> tuple[ChatSession, io.StringIO]:
+def session(model: Model, typist: Typist) -> tuple[ChatSession, io.StringIO]:
     out = io.StringIO()
     console = Console(file=out, width=200, highlight=False)
     tools = [sample_tools.delete_note, sample_tools.list_notes, sample_tools.add]
-    agent = Agent(model, tools, approver=console_approver(console, typist))  # type: ignore[arg-type]
+    agent = Agent(model, tools, approver=console_approver(console, typist))
     return ChatSession(agent, console, typist), out
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from toolwire.cli import chat_cmd, tools_cmd
+from toolwire.cli import chat_cmd, parse_cmd, tools_cmd
 
 __all__ = ["app", "main"]
 
@@ -23,24 +23,35 @@ app = typer.Typer(
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Log what the runner does, tracebacks included.")
     ] = False,
 ) -> None:
     logger = logging.getLogger("toolwire")
+    saved = (logger.level, logger.propagate)
     if verbose:
         from rich.logging import RichHandler
 
-        logger.addHandler(RichHandler(show_path=False))
+        handler: logging.Handler = RichHandler(show_path=False)
         logger.setLevel(logging.DEBUG)
     else:
         # A tool that raises is reported as its error result; its traceback is for --verbose.
-        logger.addHandler(logging.NullHandler())
+        handler = logging.NullHandler()
         logger.propagate = False
+    logger.addHandler(handler)
+
+    def restore() -> None:
+        # Leave logging as it was for whoever runs the app in-process (tests, embedding).
+        logger.removeHandler(handler)
+        logger.level, logger.propagate = saved
+
+    ctx.call_on_close(restore)
 
 
 app.command("chat")(chat_cmd.chat)
 app.add_typer(tools_cmd.app, name="tools")
+app.command("parse")(parse_cmd.parse)
 
 
 def main() -> None:
