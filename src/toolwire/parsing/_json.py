@@ -27,7 +27,11 @@ def loads(text: str) -> Any:
             return orjson.loads(text)
         except orjson.JSONDecodeError:
             pass
-    return json.loads(text, parse_constant=_reject_constant)
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        # Nesting deeper than the interpreter's stack is not JSON any model means.
+        raise ValueError("JSON nested too deeply") from None
 
 
 def loads_object(text: str) -> dict[str, Any] | None:

@@ -48,10 +48,6 @@ class CallReader(ABC):
     def calls(self) -> list[RawCall] | None:
         """The calls of an ended block, or None when it is not a valid call block."""
 
-    def unfinished(self) -> list[RawCall] | None:
-        """The calls of a block the output ended inside without being cut off, if any."""
-        return None
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Reasoning:
@@ -121,8 +117,8 @@ class CallParser(StreamParser):
         region = starts_in_reasoning(prompt_suffix, reasoning)
         if region is not None:
             self._enter_reasoning(region)
-            after = prompt_suffix[prompt_suffix.rfind(region.open) + len(region.open) :]
-            if after.strip():
+            # The prompt may already hold the label (`<|channel>thought\n`).
+            if prompt_suffix[prompt_suffix.rfind(region.open) + len(region.open) :].strip():
                 self._label = ""
 
     def feed(self, delta: str) -> list[ParseEvent]:
@@ -149,12 +145,9 @@ class CallParser(StreamParser):
                 return out  # the output ended right after an opener: nothing to show
             if truncated and opener:
                 return out  # an unfinished call is never returned, nor its half-written text
-            calls = None if truncated else reader.unfinished()
-            if calls is None:
-                self._content.write(opener + raw, out)
-            else:
-                for call in calls:
-                    out.extend(self._call_events(call))
+            # Unfinished and not cut off (malformed), or a bare block that may never have
+            # been a call (a JSON answer cut short): verbatim content.
+            self._content.write(opener + raw, out)
         return out
 
     # -- internals -------------------------------------------------------------------------

@@ -201,7 +201,7 @@ def _dotted(node: ast.expr) -> str | None:
 def _pythonic_calls(text: str) -> list[RawCall] | None:
     try:
         tree = ast.parse(text.strip(), mode="eval")
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     if not isinstance(tree.body, ast.List) or not tree.body.elts:
         return None
