@@ -6,12 +6,18 @@ import random
 from typing import Any
 
 from toolwire.parsing import ParsedOutput, assemble, parse_output, parser_for
+from toolwire.parsing._base import ToolSpecs
 
 
 def parse_pieces(
-    pieces: list[str], fmt: str, *, prompt_suffix: str = "", truncated: bool = False
+    pieces: list[str],
+    fmt: str,
+    *,
+    prompt_suffix: str = "",
+    truncated: bool = False,
+    tools: ToolSpecs = None,
 ) -> ParsedOutput:
-    parser = parser_for("test-model", format=fmt, prompt_suffix=prompt_suffix)
+    parser = parser_for("test-model", tools, format=fmt, prompt_suffix=prompt_suffix)
     events = []
     for piece in pieces:
         events.extend(parser.feed(piece))
@@ -40,14 +46,21 @@ def every_split(text: str) -> list[list[str]]:
 
 
 def parse_all_ways(
-    text: str, fmt: str, *, prompt_suffix: str = "", truncated: bool = False
+    text: str,
+    fmt: str,
+    *,
+    prompt_suffix: str = "",
+    truncated: bool = False,
+    tools: ToolSpecs = None,
 ) -> ParsedOutput:
     """Parse `text` whole; assert every split gives the same result; return it."""
     whole = parse_output(
-        text, "test-model", format=fmt, prompt_suffix=prompt_suffix, truncated=truncated
+        text, "test-model", tools, format=fmt, prompt_suffix=prompt_suffix, truncated=truncated
     )
     for pieces in every_split(text):
-        got = parse_pieces(pieces, fmt, prompt_suffix=prompt_suffix, truncated=truncated)
+        got = parse_pieces(
+            pieces, fmt, prompt_suffix=prompt_suffix, truncated=truncated, tools=tools
+        )
         assert summary(got) == summary(whole), pieces
     return whole
 
