@@ -166,3 +166,9 @@ def test_a_call_is_not_started_before_it_is_complete() -> None:
 def test_block_without_a_function_comes_back_as_content() -> None:
     text = "<tool_call>\nnot a call\n</tool_call>"
     assert parse_all_ways(text, FMT).content == "<tool_call>\nnot a call"
+
+
+def test_big_numbers_are_kept_exact_and_overflow_stays_text() -> None:
+    text = _call("set", hour="123456789012345678901", volume="1e999")
+    out = parse_all_ways(text, FMT, tools=TOOLS)
+    assert calls(out) == [("set", {"hour": 123456789012345678901, "volume": "1e999"})]

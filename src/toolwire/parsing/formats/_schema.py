@@ -8,6 +8,7 @@ each value's type up here.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
@@ -64,6 +65,8 @@ def _json(text: str, kinds: Collection[str]) -> tuple[bool, Any]:
         value = loads(text)
     except ValueError:
         return False, None
+    if isinstance(value, float) and not math.isfinite(value):
+        return False, None  # `1e999` overflows to inf, which JSON cannot carry
     kind = _value_type(value)
     if kind in kinds or (kind == "integer" and "number" in kinds):
         return True, value
@@ -93,7 +96,9 @@ def coerce(text: str, types: Collection[str] | None) -> Any:
     if "integer" in types and _INTEGER.fullmatch(s):
         return int(s)
     if "number" in types and _NUMBER.fullmatch(s):
-        return loads(s)
+        ok, value = _json(s, ("number",))
+        if ok:
+            return value
     if {"object", "array"} & set(types):
         ok, value = _json(s, types)
         if ok:
