@@ -36,7 +36,8 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 # A parameter opener at a line start ends a value whose `</parameter>` is missing.
 NEXT_PARAM = "\n" + PARAM_OPEN
 
-_DROP = (THINK_CLOSE, TOOL_CLOSE, "<|im_start|>", "<|im_end|>", "<|endoftext|>")
+_TURN_END = ("<|im_end|>", "<|endoftext|>")
+_DROP = (THINK_CLOSE, TOOL_CLOSE, "<|im_start|>", *_TURN_END)
 _VALUE_SCAN = MarkerScanner([PARAM_CLOSE, FUNC_CLOSE, NEXT_PARAM])
 _NAME_FORBID = "<\n"
 
@@ -150,7 +151,7 @@ class QwenXmlParser(CursorParser):
         if marker == PARAM_CLOSE:
             ok = self._follows(end, (PARAM_OPEN, FUNC_CLOSE, TOOL_CLOSE), eof=True)
         elif marker == FUNC_CLOSE:
-            ok = self._follows(end, (TOOL_CLOSE, TOOL_OPEN, FUNC_OPEN), eof=True)
+            ok = self._follows(end, (TOOL_CLOSE, TOOL_OPEN, FUNC_OPEN, *_TURN_END), eof=True)
         else:
             k = self._find(end, ">", forbid=_NAME_FORBID)
             ok = WAIT if k is WAIT else k > end
