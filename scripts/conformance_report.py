@@ -1,6 +1,7 @@
 """Print the per-family conformance table (pass / soft pass / fail) for the README.
 
 Usage: python scripts/conformance_report.py [--failures] [FAMILY ...]
+(`--failures` also prints why each soft pass or failure happened.)
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ def main(argv: list[str]) -> int:
         totals = [a + b for a, b in zip(totals, [total, *counts], strict=True)]
         print(f"| {family} | {total} | {counts[0]} | {counts[1]} | {counts[2]} |")
     print(f"| **all** | {totals[0]} | {totals[1]} | {totals[2]} | {totals[3]} |")
-    failing = [r for r in results if r.status == FAIL]
-    if failing:
-        print("\nFailing fixtures:")
-        for r in failing:
+    for status, title in ((SOFT_PASS, "Soft passes"), (FAIL, "Failing fixtures")):
+        listed = [r for r in results if r.status == status]
+        if listed:
+            print(f"\n{title}:")
+        for r in listed:
             print(f"- {r.fixture.id}")
             if show_failures:
                 for problem in r.problems:
