@@ -158,3 +158,10 @@ def test_k3_truncated_inside_the_tools_element_leaks_nothing() -> None:
 def test_k3_marker_text_that_is_no_element_stays_content() -> None:
     out = parse_all_ways("Type <|open|> to begin.", "kimi_k3", prompt_suffix=K3_RESPONSE)
     assert out.content == "Type <|open|> to begin."
+
+
+def test_k3_call_element_without_a_tool_name_is_not_a_call() -> None:
+    # Regression: this once re-opened a block at the same spot forever.
+    text = "<|open|>call<|sep|>x<|close|>call<|sep|>"
+    out = parse_all_ways(text, "kimi_k3", prompt_suffix=K3_RESPONSE)
+    assert (out.content, out.tool_calls) == ("<|open|>call<|sep|>x<|close|>call<|sep|>", [])

@@ -256,10 +256,14 @@ class KimiK3Parser(CursorParser):
         tag = self._tag(m.start())
         if tag is WAIT:
             return False
-        if tag and tag.kind == OPEN and tag.name in ("tools", "call"):
-            # A `call` outside `tools` is read alone: the tools state starts it.
-            self._bare = tag.name == "call"
-            self._open_block(self._tools, m.start(), m.start() if self._bare else tag.end)
+        if tag and tag.kind == OPEN and tag.name == "tools":
+            self._bare = False
+            self._open_block(self._tools, m.start(), tag.end)
+            return True
+        if tag and tag.kind == OPEN and self._starts_call(tag):
+            # A `call` outside `tools` is read alone.
+            self._bare = True
+            self._open_block(self._call, m.start(), tag.end)
             return True
         if not tag or tag.name not in ("think", "response", "message", "tools"):
             write(m.group())  # marker text that is not an element of a message
@@ -278,12 +282,17 @@ class KimiK3Parser(CursorParser):
             return WAIT
         return self._tag(self._pos)
 
+    def _starts_call(self, tag: _Tag) -> bool:
+        name = tag.attrs.get("tool", "").strip() if tag.name == "call" else ""
+        if name:
+            self._name, self._args = name, {}
+        return bool(name)
+
     def _tools(self) -> bool:
         tag = self._next_tag()
         if tag is WAIT:
             return False
-        if tag and tag.kind == OPEN and tag.name == "call" and tag.attrs.get("tool", "").strip():
-            self._name, self._args = tag.attrs["tool"].strip(), {}
+        if tag and tag.kind == OPEN and self._starts_call(tag):
             self._pos = tag.end
             self._state = self._call
         elif tag and tag.kind == CLOSE and tag.name == "tools":
