@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from toolwire.cli import chat_cmd, parse_cmd, tools_cmd
+from toolwire.cli import chat_cmd, parse_cmd, serve_cmd, tools_cmd
 
 __all__ = ["app", "main"]
 
@@ -52,6 +52,8 @@ def _root(
 app.command("chat")(chat_cmd.chat)
 app.add_typer(tools_cmd.app, name="tools")
 app.command("parse")(parse_cmd.parse)
+app.command("serve")(serve_cmd.serve)
+app.command("check")(serve_cmd.check)
 
 
 def main() -> None:

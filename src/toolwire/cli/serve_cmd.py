@@ -1,0 +1,224 @@
+"""`toolwire serve` (the gateway) and `toolwire check` (validate its config).
+
+Both import the server lazily: `toolwire check` needs no server extra, and `serve`
+starts in well under a second.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from toolwire.cli._common import exit_with, stderr_console
+
+if TYPE_CHECKING:
+    from toolwire.server import ConfigDocument, ConfigProblem, GatewayConfig
+
+__all__ = ["check", "default_config", "serve"]
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        help="The gateway config (YAML). Default: the offline model and the demo tools.",
+        dir_okay=False,
+    ),
+]
+
+
+def default_config() -> GatewayConfig:
+    """What `toolwire serve` runs without a config: the offline model, the demo tools."""
+    from toolwire.server import GatewayConfig, ServerToolsConfig
+
+    return GatewayConfig(server_tools=ServerToolsConfig(modules=["toolwire.tools.demo"]))
+
+
+def serve(
+    config: ConfigOption = None,
+    host: Annotated[
+        str | None,
+        typer.Option(help="Address to listen on. Default: the config's, else 127.0.0.1."),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port to listen on (0: any free port). Default: the config's, else 8000."
+        ),
+    ] = None,
+) -> None:
+    """Start the OpenAI-compatible gateway."""
+    from toolwire.server import MissingExtraError, require_server_extra
+
+    try:
+        require_server_extra()
+    except MissingExtraError as exc:
+        raise exit_with(str(exc), code=1) from None
+    from toolwire.server import ConfigError, load_config
+
+    try:
+        settings = load_config(config) if config is not None else default_config()
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        raise typer.Exit(2) from None
+    updates = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    if updates:
+        settings = settings.model_copy(update=updates)
+    if not 0 <= settings.port <= 65535:
+        raise exit_with(f"--port must be between 0 and 65535, not {settings.port}.")
+
+    from toolwire.server import create_app
+
+    try:
+        app = create_app(settings)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        raise typer.Exit(2) from None
+    try:
+        sock = _listen(settings.host, settings.port)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise exit_with(
+            f"Cannot listen on {settings.host}:{settings.port}: {reason}. "
+            "Choose another --port or stop what is using it.",
+            code=1,
+        ) from None
+    bound_host, bound_port = sock.getsockname()[:2]
+    tool_names = [t.name for t in app.state.gateway.tools.provider.tools]
+    _print_banner(settings, str(bound_host), int(bound_port), config, tool_names)
+
+    import uvicorn
+
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level=os.environ.get("TOOLWIRE_LOG_LEVEL", "info"), lifespan="on")
+    )
+    server.run(sockets=[sock])
+
+
+def check(
+    config: Annotated[
+        Path,
+        typer.Option("--config", "-c", help="The gateway config to check.", dir_okay=False),
+    ] = Path("toolwire.yaml"),
+) -> None:
+    """Validate a gateway config and list every problem, without starting anything."""
+    from toolwire.server import ConfigError, read_config
+
+    try:
+        doc = read_config(config)
+    except ConfigError as exc:
+        _print_problems(exc.problems)
+        raise typer.Exit(1) from None
+    check_document(doc)
+    _print_problems(doc.problems)
+    errors = len(doc.errors)
+    console = Console(highlight=False)
+    if errors or doc.config is None:
+        console.print(
+            Text.assemble(
+                (f"{config}: ", "bold"),
+                (f"{errors} problem{'s' if errors != 1 else ''}", "bold red"),
+            )
+        )
+        raise typer.Exit(1)
+    console.print(
+        Text.assemble((f"{config}: ", "bold"), ("OK", "bold green"), f" ({_summary(doc.config)})")
+    )
+
+
+def check_document(doc: ConfigDocument) -> None:
+    """Add what only loading can find to `doc`: tool modules that fail to import or clash
+    (errors), environment variables that are unset here (warnings)."""
+    from toolwire.server import load_server_tools
+    from toolwire.server.loader import environment_findings
+
+    config = doc.config
+    if config is None:
+        return
+    tools, findings = load_server_tools(config.server_tools)
+    for loc, message in findings:
+        doc.add(loc, message)
+    for loc, message in environment_findings(config):
+        doc.add(loc, message, severity="warning")
+    # Nothing to close: the HTTP tools' client is only created when a tool runs.
+    del tools
+
+
+def _summary(config: GatewayConfig) -> str:
+    upstream = config.upstream
+    routes = upstream.routes()
+    tools = len(config.server_tools.http) + len(config.server_tools.modules)
+    parts = [
+        f"upstream {upstream.kind}",
+        f"{len(routes)} model{'s' if len(routes) != 1 else ''}",
+        f"{tools} tool source{'s' if tools != 1 else ''}",
+        f"{len(config.keys)} key{'s' if len(config.keys) != 1 else ''}",
+    ]
+    return ", ".join(parts)
+
+
+def _print_problems(problems: list[ConfigProblem]) -> None:
+    console = stderr_console()
+    for problem in sorted(problems, key=lambda p: (p.file or "", p.line or 0)):
+        style = "yellow" if problem.severity == "warning" else "red"
+        console.print(Text(str(problem), style=style), soft_wrap=True)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket, bound before uvicorn starts so the banner shows the real port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        sock.set_inheritable(True)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _print_banner(
+    config: GatewayConfig, host: str, port: int, source: Path | None, tools: list[str]
+) -> None:
+    display = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    if ":" in display:
+        display = f"[{display}]"
+    base = f"http://{display}:{port}/v1"
+    model = next(iter(config.upstream.routes()))
+    key = "<gateway key>" if config.keys else "unused"
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(Text.assemble(("toolwire gateway", "bold"), f" listening on {base}"))
+    origin = str(source) if source is not None else "built-in defaults"
+    console.print(f"  config:   {origin}")
+    console.print(
+        f"  upstream: {config.upstream.kind}; models: {', '.join(config.upstream.routes())}"
+    )
+    console.print(f"  server tools: {', '.join(tools) or 'none'}")
+    if config.upstream.kind == "offline":
+        console.print(
+            Text(
+                "  The offline model is a deterministic stand-in, not a language model.",
+                style="yellow",
+            )
+        )
+    auth = ' -H "Authorization: Bearer $TOOLWIRE_KEY"' if config.keys else ""
+    console.print("\nTry it:")
+    console.print(f"  curl{auth} {base}/models")
+    console.print(f"  curl{auth} {base}/tools")
+    if "calculate" in tools:
+        console.print(
+            f"  curl{auth} {base}/tools/calculate/invoke "
+            """-d '{"arguments": {"expression": "6*7"}}'"""
+        )
+    console.print("\nWith the openai SDK:")
+    console.print("  from openai import OpenAI")
+    console.print(f'  client = OpenAI(base_url="{base}", api_key="{key}")')
+    console.print(f"  client.models.list()  # -> {model}\n")

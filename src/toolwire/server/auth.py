@@ -1,0 +1,98 @@
+"""Gateway keys: `Authorization: Bearer <key>` checked against SHA-256 digests.
+
+The config holds only digests (or the names of environment variables holding keys, which
+are hashed when the gateway starts), so no key is kept in memory in clear once loaded.
+A presented key is hashed and compared with every configured digest in constant time, so
+neither the timing nor the order of keys reveals how close a guess was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from toolwire.server.config import KeyConfig
+
+__all__ = ["GatewayKey", "Keyring", "bearer_token", "hash_key"]
+
+
+def hash_key(key: str) -> str:
+    """The hex SHA-256 digest of a key, as written in `keys[].sha256`."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header value, else `None`."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    token = token.strip()
+    return token or None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GatewayKey:
+    """A configured key: who holds it and which tool scopes it grants."""
+
+    name: str
+    digest: bytes
+    scopes: frozenset[str]
+
+    def __repr__(self) -> str:
+        return f"GatewayKey(name={self.name!r}, scopes={sorted(self.scopes)!r})"
+
+
+class Keyring:
+    """The configured gateway keys. Empty means the gateway is open (no auth).
+
+    Args:
+        keys: The keys; digests are raw 32-byte SHA-256 values.
+    """
+
+    def __init__(self, keys: Iterable[GatewayKey] = ()) -> None:
+        self._keys: tuple[GatewayKey, ...] = tuple(keys)
+
+    @classmethod
+    def from_config(cls, keys: Sequence[KeyConfig], environ: Mapping[str, str]) -> Keyring:
+        """Build the keyring from `keys:`; `env` keys are read from `environ` and hashed.
+
+        Raises:
+            KeyError: An `env` key's variable is unset or empty (the config check reports
+                this before the gateway starts).
+        """
+        built = []
+        for key in keys:
+            if key.sha256 is not None:
+                digest = bytes.fromhex(key.sha256)
+            else:
+                assert key.env is not None
+                value = environ.get(key.env)
+                if not value:
+                    raise KeyError(key.env)
+                digest = hashlib.sha256(value.encode()).digest()
+            built.append(GatewayKey(name=key.name, digest=digest, scopes=frozenset(key.scopes)))
+        return cls(built)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether requests must carry a key."""
+        return bool(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def authenticate(self, token: str | None) -> GatewayKey | None:
+        """The key matching `token`, or `None`."""
+        if token is None:
+            return None
+        presented = hashlib.sha256(token.encode()).digest()
+        found: GatewayKey | None = None
+        for key in self._keys:
+            # No early exit: every digest is compared whatever matched before.
+            if hmac.compare_digest(presented, key.digest):
+                found = key
+        return found

@@ -1,0 +1,297 @@
+"""The gateway's configuration (`toolwire.yaml`) as pydantic models.
+
+Structure and types are checked here; loading from YAML, locating problems in the file
+and the checks that need several fields at once live in `toolwire.server.loader`.
+Secrets are never part of the configuration: the upstream key and gateway keys given as
+environment variables are read when the gateway starts, and gateway keys written in the
+file are SHA-256 hashes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "OFFLINE_MODEL_ID",
+    "GatewayConfig",
+    "HttpToolConfig",
+    "KeyConfig",
+    "LimitsConfig",
+    "ModelRoute",
+    "ServerToolsConfig",
+    "ToolCallsMode",
+    "UpstreamConfig",
+    "parse_tool_calls",
+]
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8000
+OFFLINE_MODEL_ID: Final = "toolwire-offline"
+"""The public model id of the offline upstream when the config maps none."""
+
+ToolCallsMode = Literal["native", "parse", "prompted"]
+UpstreamKind = Literal["openai", "anthropic", "offline"]
+Dialect = Literal["openai", "tool_request"]
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+_HEX64: Final = re.compile(r"[0-9a-f]{64}")
+_ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]+")
+_DEFAULT_BASE_URLS: Final = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+
+
+def parse_tool_calls(value: str) -> tuple[ToolCallsMode, str | None]:
+    """Split a `tool_calls` setting into its mode and format.
+
+    Args:
+        value: `native`, `parse:<format>` (`parse:auto` picks the format from the
+            upstream model id) or `prompted:<format>`.
+
+    Returns:
+        The mode and the format name (`None` for `native`, `"auto"` for `parse:auto`).
+
+    Raises:
+        ValueError: The value is none of those, or names no known format; the message
+            lists the valid choices.
+    """
+    from toolwire.parsing import FORMATS
+
+    mode, sep, fmt = value.partition(":")
+    if mode == "native" and not sep:
+        return "native", None
+    if mode not in ("parse", "prompted") or not sep:
+        raise ValueError(
+            f"{value!r} is not a tool-call mode; use 'native', 'parse:<format>' or "
+            "'prompted:<format>', e.g. 'parse:hermes'"
+        )
+    if fmt == "auto" and mode == "parse":
+        return "parse", "auto"
+    if fmt not in FORMATS:
+        extra = "'auto' or " if mode == "parse" else ""
+        raise ValueError(
+            f"unknown tool-call format {fmt!r}; use {extra}one of: {', '.join(FORMATS)}"
+        )
+    return ("parse" if mode == "parse" else "prompted"), fmt
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelRoute(_Section):
+    """Where one public model id goes. In YAML a plain string is the upstream model name."""
+
+    model: str = Field(min_length=1)
+    """The model name sent upstream."""
+    tool_calls: str | None = None
+    """Overrides `upstream.tool_calls` for this model."""
+
+    @field_validator("tool_calls")
+    @classmethod
+    def _tool_calls(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_tool_calls(value)
+        return value
+
+
+class UpstreamConfig(_Section):
+    """The model server behind the gateway."""
+
+    kind: UpstreamKind = "offline"
+    """`openai` (any OpenAI-compatible endpoint), `anthropic` (Messages API) or
+    `offline` (the embedded stand-in model; no network)."""
+    base_url: str | None = None
+    """Defaults to the provider's public API for `openai` and `anthropic`."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the upstream key. The key itself is never
+    written in the config, logged or echoed."""
+    tool_calls: str = "native"
+    """`native`, `parse:<format>` or `prompted:<format>` (see `parse_tool_calls`)."""
+    models: dict[str, ModelRoute] = Field(default_factory=dict)
+    """Public model id (what clients send) → upstream model."""
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _plain_names(cls, value: Any) -> Any:
+        # `public: upstream-name` is the common case; expand it to a full route.
+        if isinstance(value, dict):
+            return {k: {"model": v} if isinstance(v, str) else v for k, v in value.items()}
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL, e.g. 'http://localhost:8001/v1'")
+        return value.rstrip("/") if value is not None else None
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError(
+                f"{value!r} is not an environment variable name; write the variable's name "
+                "(e.g. OPENAI_API_KEY), never the key itself"
+            )
+        return value
+
+    @field_validator("tool_calls")
+    @classmethod
+    def _tool_calls(cls, value: str) -> str:
+        parse_tool_calls(value)
+        return value
+
+    @property
+    def effective_base_url(self) -> str | None:
+        """`base_url`, or the provider's public API for `openai` / `anthropic`."""
+        return self.base_url or _DEFAULT_BASE_URLS.get(self.kind)
+
+    def routes(self) -> dict[str, ModelRoute]:
+        """Every public model id with its route, `tool_calls` filled in from the default."""
+        if not self.models and self.kind == "offline":
+            return {OFFLINE_MODEL_ID: ModelRoute(model=OFFLINE_MODEL_ID, tool_calls="native")}
+        return {
+            public: route
+            if route.tool_calls is not None
+            else route.model_copy(update={"tool_calls": self.tool_calls})
+            for public, route in self.models.items()
+        }
+
+
+class HttpToolConfig(_Section):
+    """A server tool that calls an HTTP endpoint (see `toolwire.tools.http.HttpTool`)."""
+
+    name: str
+    description: str = ""
+    endpoint: str
+    """An http(s) URL; `{param}` placeholders are filled from the arguments."""
+    method: HttpMethod = "POST"
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    """JSON Schema of the arguments (an object schema)."""
+    forward_auth: bool = False
+    """Send the caller's bearer token to the endpoint."""
+    effects: Literal["read", "write", "destructive"] = "read"
+    timeout: float | None = Field(default=None, gt=0)
+    scopes: list[str] = Field(default_factory=list)
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("name")
+    @classmethod
+    def _tool_name(cls, value: str) -> str:
+        if not _TOOL_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not a tool name; use letters, digits, '_', '-', '.'")
+        return value
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        import jsonschema_rs
+
+        if value.get("type") != "object":
+            raise ValueError("must be a JSON Schema with type 'object'")
+        try:
+            jsonschema_rs.meta.validate(value)
+        except jsonschema_rs.ValidationError as exc:
+            where = "/".join(str(p) for p in exc.instance_path) or "(root)"
+            raise ValueError(f"not a valid JSON Schema at {where}: {exc.message}") from None
+        except jsonschema_rs.ReferencingError as exc:
+            raise ValueError(f"not a valid JSON Schema: {exc}") from None
+        return value
+
+
+class ServerToolsConfig(_Section):
+    """Tools that run inside the gateway."""
+
+    modules: list[str] = Field(default_factory=list)
+    """Python modules (dotted names or .py paths) whose `@tool` functions are served."""
+    http: list[HttpToolConfig] = Field(default_factory=list)
+
+
+class KeyConfig(_Section):
+    """A gateway key: give `sha256` (hex digest of the key) or `env` (a variable holding it)."""
+
+    name: str = Field(min_length=1)
+    """Who uses the key; becomes `ToolContext.principal`."""
+    sha256: str | None = None
+    env: str | None = None
+    scopes: list[str] = Field(default_factory=list)
+    """Becomes `ToolContext.scopes`: the tool permissions of this key."""
+
+    @field_validator("sha256", mode="before")
+    @classmethod
+    def _quoted(cls, value: Any) -> Any:
+        if isinstance(value, int | float):
+            # YAML read a digest made only of digits (or digits and one 'e') as a number.
+            raise ValueError('write the digest in quotes: sha256: "…"')
+        return value
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        digest = value.strip().lower()
+        if not _HEX64.fullmatch(digest):
+            raise ValueError(
+                "must be the 64-character hex SHA-256 digest of the key "
+                '(printf %s "$KEY" | sha256sum), not the key itself'
+            )
+        return digest
+
+    @field_validator("env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and not _ENV_NAME.fullmatch(value):
+            raise ValueError(f"{value!r} is not an environment variable name")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> KeyConfig:
+        if (self.sha256 is None) == (self.env is None):
+            raise ValueError("give exactly one of 'sha256' (the key's hex digest) or 'env'")
+        return self
+
+
+class LimitsConfig(_Section):
+    """Request limits, enforced before anything reaches the upstream."""
+
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    """Largest request body; bigger ones get 413 while still being read."""
+    max_messages: int = Field(default=512, gt=0)
+    max_tools: int = Field(default=128, gt=0)
+
+
+class GatewayConfig(_Section):
+    """Everything `toolwire serve` needs. All fields have defaults: `GatewayConfig()` is
+    the offline upstream on 127.0.0.1:8000 with no server tools and no keys."""
+
+    upstream: UpstreamConfig = Field(default_factory=UpstreamConfig)
+    server_tools: ServerToolsConfig = Field(default_factory=ServerToolsConfig)
+    keys: list[KeyConfig] = Field(default_factory=list)
+    """When any are configured, every request except `/healthz` needs one."""
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    strict_tool_results: bool = False
+    """Refuse an orphan tool result with 400 instead of dropping it."""
+    dialect: Dialect = "openai"
+    """`tool_request`: also accept the strict whole-message JSON tool-request dialect."""
+    host: str = DEFAULT_HOST
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)

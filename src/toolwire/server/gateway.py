@@ -1,0 +1,135 @@
+"""`Gateway`: what the HTTP app runs on, built from a `GatewayConfig`.
+
+No HTTP framework here: the server tools, their runner, the gateway keys and the model
+routes, so `toolwire check` can load everything the app would without the server extra.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from toolwire.runner import Policy, ToolRunner
+from toolwire.server.auth import GatewayKey, Keyring
+from toolwire.server.config import GatewayConfig, ModelRoute, ServerToolsConfig
+from toolwire.server.loader import (
+    ConfigError,
+    ConfigProblem,
+    Loc,
+    environment_findings,
+    format_path,
+)
+from toolwire.tools import ToolContext, ToolDefinitionError, ToolProvider
+from toolwire.tools.http import HttpTool, HttpTools
+from toolwire.tools.toolbox import Toolbox
+
+__all__ = ["Gateway", "ServerTools", "load_server_tools"]
+
+
+@dataclass(slots=True, kw_only=True)
+class ServerTools:
+    """The tools that run inside the gateway."""
+
+    provider: Toolbox
+    http: HttpTools | None = None
+    """Kept to close its HTTP client when the gateway stops."""
+
+    async def aclose(self) -> None:
+        if self.http is not None:
+            await self.http.aclose()
+
+
+def load_server_tools(
+    config: ServerToolsConfig,
+) -> tuple[ServerTools | None, list[tuple[Loc, str]]]:
+    """Import the tool modules and define the HTTP tools.
+
+    Returns:
+        The tools (`None` when anything failed) and every problem, located under
+        `server_tools`.
+    """
+    findings: list[tuple[Loc, str]] = []
+    parts: list[ToolProvider] = []
+    for i, module in enumerate(config.modules):
+        try:
+            parts.append(Toolbox.from_module(module))
+        except ToolDefinitionError as exc:
+            findings.append((("server_tools", "modules", i), " ".join(str(exc).split())))
+    http: HttpTools | None = None
+    if config.http:
+        http = HttpTools(
+            HttpTool(
+                name=h.name,
+                description=h.description,
+                endpoint=h.endpoint,
+                method=h.method,
+                parameters=h.parameters,
+                forward_auth=h.forward_auth,
+                effects=h.effects,
+                timeout=h.timeout,
+                scopes=tuple(h.scopes),
+            )
+            for h in config.http
+        )
+        parts.append(http)
+    if findings:
+        return None, findings
+    try:
+        provider = Toolbox(parts)
+    except ToolDefinitionError as exc:
+        return None, [(("server_tools",), str(exc))]
+    return ServerTools(provider=provider, http=http), []
+
+
+class Gateway:
+    """The gateway's runtime state: routes, keys, server tools and their runner.
+
+    Args:
+        config: A validated configuration.
+        environ: Where environment variables are read (default `os.environ`).
+
+    Raises:
+        ConfigError: Tool modules fail to load, or variables the config names are unset.
+    """
+
+    def __init__(self, config: GatewayConfig, *, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        problems = [
+            ConfigProblem(path=format_path(loc), message=message)
+            for loc, message in environment_findings(config, env)
+        ]
+        tools, findings = load_server_tools(config.server_tools)
+        problems += [ConfigProblem(path=format_path(loc), message=m) for loc, m in findings]
+        if problems or tools is None:
+            raise ConfigError(problems)
+        self.config = config
+        self.routes: dict[str, ModelRoute] = config.upstream.routes()
+        self.keyring = Keyring.from_config(config.keys, env)
+        self.tools = tools
+        self.runner = ToolRunner(tools.provider, policy=Policy())
+        self.started = int(time.time())
+        name = config.upstream.api_key_env
+        # Read once, kept private: never logged, echoed or put in an error message.
+        self._upstream_key = env.get(name) if name is not None else None
+
+    def context(self, key: GatewayKey | None, token: str | None) -> ToolContext:
+        """The `ToolContext` of one request made with `key` (and its bearer `token`)."""
+        return ToolContext(
+            scopes=key.scopes if key is not None else frozenset(),
+            principal=key.name if key is not None else None,
+            auth_token=token,
+            run_id=uuid.uuid4().hex,
+        )
+
+    async def aclose(self) -> None:
+        """Release what the gateway holds open (HTTP tool clients)."""
+        await self.tools.aclose()
+
+    def __repr__(self) -> str:
+        return (
+            f"Gateway(upstream={self.config.upstream.kind!r}, models={list(self.routes)!r}, "
+            f"keys={len(self.keyring)})"
+        )

@@ -1,0 +1,100 @@
+"""Reading request bodies: a size cap enforced while reading, JSON, then a schema."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import orjson
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+
+from toolwire.server.errors import GatewayError
+from toolwire.server.loader import format_path
+
+__all__ = ["read_body", "read_json", "validate_body"]
+
+M = TypeVar("M", bound=BaseModel)
+
+_MAX_LISTED = 3
+
+
+async def read_body(request: Request, *, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed `limit` bytes.
+
+    A `Content-Length` over the limit is refused before a byte of the body is read; a body
+    sent without one (chunked) is refused once the bytes read pass the limit.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise GatewayError(400, "Invalid Content-Length header.") from None
+        if size > limit:
+            raise _too_large(limit)
+    chunks: list[bytes] = []
+    received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if received > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, *, limit: int) -> Any:
+    """The request body parsed as JSON (400 when it is empty or malformed)."""
+    body = await read_body(request, limit=limit)
+    if not body.strip():
+        raise GatewayError(400, "The request body is empty; send a JSON object.")
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise GatewayError(
+            400,
+            f"The request body is not valid JSON ({exc}). Send a JSON object.",
+            code="invalid_json",
+        ) from None
+
+
+def validate_body(model: type[M], data: Any) -> M:
+    """`data` as `model`, or a 400 naming the first field at fault (and a few more)."""
+    if not isinstance(data, dict):
+        raise GatewayError(400, f"The request body must be a JSON object, not {_json_type(data)}.")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        described = []
+        for error in errors[:_MAX_LISTED]:
+            path = format_path(tuple(error["loc"])) or "(body)"
+            message = str(error["msg"]).removeprefix("Value error, ")
+            if error["type"] == "extra_forbidden":
+                message = "unknown field"
+            described.append(f"'{path}': {message}")
+        more = f" (and {len(errors) - _MAX_LISTED} more)" if len(errors) > _MAX_LISTED else ""
+        first = format_path(tuple(errors[0]["loc"])) or None
+        raise GatewayError(
+            400, "Invalid request: " + "; ".join(described) + more + ".", param=first
+        ) from None
+
+
+def _too_large(limit: int) -> GatewayError:
+    return GatewayError(
+        413,
+        f"The request body is larger than the gateway's limit of {limit} bytes "
+        "(limits.max_body_bytes).",
+        code="request_too_large",
+    )
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null"

@@ -1,0 +1,272 @@
+"""`HttpTools`: tools that call HTTP endpoints, optionally with the caller's bearer token.
+
+```python
+orders = HttpTool(
+    name="get_order",
+    description="Look up one of the caller's orders.",
+    endpoint="https://shop.internal/api/orders/{order_id}",
+    method="GET",
+    parameters={"type": "object", "properties": {"order_id": {"type": "string"}},
+                "required": ["order_id"]},
+    forward_auth=True,
+)
+provider = HttpTools([orders])
+```
+
+Arguments fill the endpoint's `{placeholders}`; the rest go in the query string (GET,
+DELETE) or as a JSON body (POST, PUT, PATCH). A JSON response becomes the result, any
+other body its text. Failures become `ToolExecutionError`s whose messages are safe for a
+model: they never contain the endpoint, the token or the response body.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Literal
+from urllib.parse import quote
+
+import orjson
+
+from toolwire.tools.call import ToolResult
+from toolwire.tools.context import ToolContext
+from toolwire.tools.errors import ToolDefinitionError, ToolExecutionError, ToolNotFoundError
+from toolwire.tools.tool import Effects, Tool
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["HttpMethod", "HttpTool", "HttpTools"]
+
+logger = logging.getLogger("toolwire.tools.http")
+
+HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+_PLACEHOLDER: Final = re.compile(r"\{([^{}]*)\}")
+_BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
+DEFAULT_TIMEOUT: Final = 30.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpTool:
+    """The definition of one tool backed by an HTTP endpoint."""
+
+    name: str
+    description: str = ""
+    endpoint: str
+    """An http(s) URL; `{name}` placeholders are filled from the arguments (URL-quoted)."""
+    method: HttpMethod = "POST"
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    """JSON Schema of the arguments; the runner validates calls against it."""
+    forward_auth: bool = False
+    """Send `ToolContext.auth_token` as `Authorization: Bearer` (when the caller has one)."""
+    effects: Effects = "read"
+    timeout: float | None = None
+    """Seconds to wait for the endpoint; `None` uses the provider's default."""
+    scopes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.method not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+            raise ToolDefinitionError(
+                f"HTTP tool {self.name!r}: method {self.method!r} is not one of "
+                "GET, POST, PUT, PATCH, DELETE."
+            )
+        if not self.endpoint.startswith(("http://", "https://")):
+            raise ToolDefinitionError(
+                f"HTTP tool {self.name!r}: endpoint {self.endpoint!r} is not an http(s) URL."
+            )
+
+    def to_tool(self) -> Tool:
+        """The provider-neutral definition shown to models."""
+        return Tool(
+            name=self.name,
+            description=self.description,
+            parameters=self.parameters,
+            effects=self.effects,
+            timeout=self.timeout,
+            scopes=tuple(self.scopes),
+        )
+
+    @property
+    def placeholders(self) -> list[str]:
+        """The argument names used in `endpoint`."""
+        return _PLACEHOLDER.findall(self.endpoint)
+
+
+class HttpTools:
+    """A `ToolProvider` over HTTP endpoints.
+
+    Args:
+        tools: The endpoint definitions.
+        client: The HTTP client to use; by default one is created on first use and closed
+            by `aclose()`.
+        timeout: Seconds to wait for an endpoint whose tool sets no `timeout`.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[HttpTool],
+        *,
+        client: httpx.AsyncClient | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self._defs: dict[str, HttpTool] = {}
+        for definition in tools:
+            if definition.name in self._defs:
+                raise ToolDefinitionError(
+                    f"Duplicate HTTP tool name {definition.name!r}. Rename one of them."
+                )
+            self._defs[definition.name] = definition
+        self._tools = [d.to_tool() for d in self._defs.values()]
+        self._client = client
+        self._owns_client = client is None
+        self._timeout = timeout
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The tool definitions (known without any request)."""
+        return list(self._tools)
+
+    async def list_tools(self) -> list[Tool]:
+        return self.tools
+
+    async def execute_tool(
+        self, name: str, arguments: dict[str, Any], ctx: ToolContext
+    ) -> ToolResult:
+        """Call the endpoint of `name` with validated `arguments`.
+
+        Raises:
+            ToolNotFoundError: No HTTP tool of that name.
+            ToolExecutionError: The endpoint failed, could not be reached, timed out or
+                answered with invalid JSON (the message names none of its details).
+        """
+        definition = self._defs.get(name)
+        if definition is None:
+            raise ToolNotFoundError(name, list(self._defs))
+        import httpx
+
+        started = time.perf_counter()
+        url, rest = _fill_endpoint(definition, arguments)
+        headers = {"Accept": "application/json"}
+        if definition.forward_auth and ctx.auth_token:
+            headers["Authorization"] = f"Bearer {ctx.auth_token}"
+        body = rest if definition.method in _BODY_METHODS else None
+        params = None if body is not None else _query(rest)
+        timeout = definition.timeout if definition.timeout is not None else self._timeout
+        try:
+            response = await self._get_client().request(
+                definition.method, url, params=params, json=body, headers=headers, timeout=timeout
+            )
+        except httpx.TimeoutException:
+            logger.warning("HTTP tool %s: %s %s timed out", name, definition.method, url)
+            raise ToolExecutionError(
+                f"The service behind tool {name!r} did not answer in time. Try again later."
+            ) from None
+        except httpx.HTTPError as exc:
+            logger.warning("HTTP tool %s: %s %s failed: %r", name, definition.method, url, exc)
+            raise ToolExecutionError(
+                f"The service behind tool {name!r} could not be reached. Try again later."
+            ) from None
+        if response.status_code >= 400:
+            logger.warning(
+                "HTTP tool %s: %s %s answered %d",
+                name,
+                definition.method,
+                url,
+                response.status_code,
+            )
+            hint = (
+                " The caller may lack access."
+                if response.status_code in (401, 403)
+                else " Check the arguments."
+                if response.status_code < 500
+                else ""
+            )
+            raise ToolExecutionError(
+                f"The service behind tool {name!r} answered HTTP {response.status_code} "
+                f"({response.reason_phrase or 'error'}).{hint}"
+            )
+        result = _decode(name, response)
+        elapsed = (time.perf_counter() - started) * 1000
+        return ToolResult.ok("", name, result, duration_ms=elapsed)
+
+    def _get_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            import httpx
+
+            # No redirects: a redirect could carry the forwarded token to another host.
+            self._client = httpx.AsyncClient(timeout=self._timeout, follow_redirects=False)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this provider created it."""
+        if self._client is not None and self._owns_client:
+            await self._client.aclose()
+            self._client = None
+
+    async def __aenter__(self) -> HttpTools:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"HttpTools([{', '.join(self._defs)}])"
+
+
+def _fill_endpoint(
+    definition: HttpTool, arguments: Mapping[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    rest = dict(arguments)
+
+    def substitute(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in rest:
+            raise ToolExecutionError(
+                f"Tool {definition.name!r} needs the argument {key!r}; call it again with it."
+            )
+        value = rest.pop(key)
+        text = value if isinstance(value, str) else orjson.dumps(value).decode()
+        return quote(text, safe="")
+
+    return _PLACEHOLDER.sub(substitute, definition.endpoint), rest
+
+
+def _query(arguments: Mapping[str, Any]) -> list[tuple[str, str | int | float | bool | None]]:
+    params: list[tuple[str, str | int | float | bool | None]] = []
+    for key, value in arguments.items():
+        values: Sequence[Any] = value if isinstance(value, list) else [value]
+        for item in values:
+            if item is None:
+                continue
+            if isinstance(item, bool):
+                params.append((key, "true" if item else "false"))
+            elif isinstance(item, str | int | float):
+                params.append((key, str(item)))
+            else:
+                params.append((key, orjson.dumps(item).decode()))
+    return params
+
+
+def _decode(name: str, response: httpx.Response) -> Any:
+    content = response.content
+    if not content:
+        return None
+    media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media == "application/json" or media.endswith("+json"):
+        try:
+            return orjson.loads(content)
+        except orjson.JSONDecodeError:
+            raise ToolExecutionError(
+                f"The service behind tool {name!r} answered with invalid JSON."
+            ) from None
+    return response.text
