@@ -115,10 +115,10 @@ def check(
     except ConfigError as exc:
         _print_problems(exc.problems)
         raise typer.Exit(1) from None
-    check_document(doc)
+    tool_count = check_document(doc)
     _print_problems(doc.problems)
     errors = len(doc.errors)
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     if errors or doc.config is None:
         console.print(
             Text.assemble(
@@ -128,36 +128,42 @@ def check(
         )
         raise typer.Exit(1)
     console.print(
-        Text.assemble((f"{config}: ", "bold"), ("OK", "bold green"), f" ({_summary(doc.config)})")
+        Text.assemble(
+            (f"{config}: ", "bold"), ("OK", "bold green"), f" ({_summary(doc.config, tool_count)})"
+        )
     )
 
 
-def check_document(doc: ConfigDocument) -> None:
+def check_document(doc: ConfigDocument) -> int:
     """Add what only loading can find to `doc`: tool modules that fail to import or clash
-    (errors), environment variables that are unset here (warnings)."""
-    from toolwire.server import load_server_tools
+    (errors), environment variables that are unset here (warnings).
+
+    Returns:
+        The number of server tools (0 when they could not be loaded).
+    """
+    from toolwire.server import ServerToolsConfig, load_server_tools
     from toolwire.server.loader import environment_findings
 
-    config = doc.config
-    if config is None:
-        return
-    tools, findings = load_server_tools(config.server_tools)
+    server_tools = doc.sections.get("server_tools")
+    if not isinstance(server_tools, ServerToolsConfig):
+        return 0
+    tools, findings = load_server_tools(server_tools)
     for loc, message in findings:
         doc.add(loc, message)
-    for loc, message in environment_findings(config):
-        doc.add(loc, message, severity="warning")
+    if doc.config is not None:
+        for loc, message in environment_findings(doc.config):
+            doc.add(loc, message, severity="warning")
     # Nothing to close: the HTTP tools' client is only created when a tool runs.
-    del tools
+    return len(tools.provider.tools) if tools is not None else 0
 
 
-def _summary(config: GatewayConfig) -> str:
+def _summary(config: GatewayConfig, tools: int) -> str:
     upstream = config.upstream
     routes = upstream.routes()
-    tools = len(config.server_tools.http) + len(config.server_tools.modules)
     parts = [
         f"upstream {upstream.kind}",
         f"{len(routes)} model{'s' if len(routes) != 1 else ''}",
-        f"{tools} tool source{'s' if tools != 1 else ''}",
+        f"{tools} server tool{'s' if tools != 1 else ''}",
         f"{len(config.keys)} key{'s' if len(config.keys) != 1 else ''}",
     ]
     return ", ".join(parts)

@@ -17,7 +17,7 @@ import difflib
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, Union, cast, get_args, get_origin
 
@@ -86,6 +86,10 @@ class ConfigDocument:
     config: GatewayConfig | None
     problems: list[ConfigProblem]
     _locator: _Locator
+    sections: dict[str, Any] = field(default_factory=dict)
+    """Each top-level section that is valid by itself (`upstream`, `server_tools`, `keys`,
+    `limits`), even when the whole config is not: `toolwire check` loads the server tools
+    of a config with problems elsewhere."""
 
     @property
     def ok(self) -> bool:
@@ -169,10 +173,17 @@ def parse_config(text: str, *, source: str = "<config>") -> ConfigDocument:
             failed.add(str(loc[0]) if loc else "")
             doc.add(loc, _describe(error, loc))
     # Cross-field checks on every section that is valid by itself, so one run reports all.
+    upstream = data.get("upstream")
+    if isinstance(upstream, dict) and "upstream" in failed:
+        # The upstream's other problems do not hide a missing route.
+        kind = upstream.get("kind", "offline")
+        if kind in ("openai", "anthropic") and not upstream.get("models"):
+            doc.add(("upstream", "models"), _NO_ROUTES)
     for section in _SECTIONS:
         if section in failed:
             continue
         value = getattr(config, section) if config is not None else _validate_section(data, section)
+        doc.sections[section] = value
         for loc, message in _SECTION_CHECKS[section](value):
             doc.add((section, *loc), message)
     if not doc.errors:
@@ -288,6 +299,13 @@ def _describe(error: Any, loc: Loc) -> str:
         return message
     if kind == "missing":
         return "required key is missing"
+    if kind == "model_type":
+        if loc[:2] == ("upstream", "models") and len(loc) == 3:
+            return (
+                f"write the upstream model name, or a mapping with 'model' and 'tool_calls' "
+                f"(got {error.get('input')!r})"
+            )
+        return f"expected a mapping of keys (got {error.get('input')!r})"
     message = str(error["msg"])
     if kind == "value_error":
         return message.removeprefix("Value error, ")
@@ -303,10 +321,10 @@ def _keys_at(loc: Loc) -> list[str]:
     for part in loc:
         annotation = _inner_model(annotation)
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            field = annotation.model_fields.get(str(part))
-            if field is None:
+            info = annotation.model_fields.get(str(part))
+            if info is None:
                 return []
-            annotation = field.annotation
+            annotation = info.annotation
         else:
             origin, args = get_origin(annotation), get_args(annotation)
             if origin is list and args:
@@ -330,10 +348,10 @@ def _inner_model(annotation: Any) -> Any:
 
 
 def _validate_section(data: dict[str, Any], section: str) -> Any:
-    field = GatewayConfig.model_fields[section]
+    info = GatewayConfig.model_fields[section]
     if section not in data:
-        return field.get_default(call_default_factory=True)
-    adapter: TypeAdapter[Any] = TypeAdapter(cast(Any, field.annotation))
+        return info.get_default(call_default_factory=True)
+    adapter: TypeAdapter[Any] = TypeAdapter(cast(Any, info.annotation))
     return adapter.validate_python(data[section])
 
 
@@ -354,19 +372,17 @@ def _read(path: str | os.PathLike[str]) -> str:
 # --- cross-field checks --------------------------------------------------------------------
 
 _Finding = tuple[Loc, str]
+_NO_ROUTES: Final = (
+    "map at least one public model id to an upstream model, "
+    "e.g. `models: {gpt-4o-mini: gpt-4o-mini}`"
+)
 
 
 def _upstream_checks(upstream: Any) -> list[_Finding]:
     found: list[_Finding] = []
     kind = upstream.kind
     if kind != "offline" and not upstream.models:
-        found.append(
-            (
-                ("models",),
-                "map at least one public model id to an upstream model, "
-                "e.g. `models: {gpt-4o-mini: gpt-4o-mini}`",
-            )
-        )
+        found.append((("models",), _NO_ROUTES))
     settings: list[tuple[Loc, str | None]] = [(("tool_calls",), upstream.tool_calls)]
     settings += [
         (("models", public, "tool_calls"), r.tool_calls) for public, r in upstream.models.items()
