@@ -318,3 +318,8 @@ def test_load_server_tools_duplicate_names_across_sources() -> None:
 )
 def test_format_path(loc: tuple[str | int, ...], text: str) -> None:
     assert format_path(loc) == text
+
+
+def test_the_docs_embed_the_example_config_verbatim() -> None:
+    docs = (EXAMPLE.parents[1] / "docs" / "gateway.md").read_text()
+    assert "```yaml\n" + EXAMPLE.read_text() + "```" in docs
