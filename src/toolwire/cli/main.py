@@ -1,4 +1,4 @@
-"""The `toolwire` command: `chat` and `tools` (sub-commands live in their own modules)."""
+"""The `toolwire` command; each sub-command lives in its own module."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="toolwire",
-    help="A tool-calling runtime for LLM assistants: chat with tools, list and run them.",
+    help="A tool-calling runtime and OpenAI-compatible gateway for LLM assistants.",
     no_args_is_help=True,
     # Errors the user can fix are printed as one line; a traceback here would be a bug.
     pretty_exceptions_enable=False,
