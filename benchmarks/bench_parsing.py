@@ -98,7 +98,11 @@ def median_feed_us(fmt: str, prefix: str, body: str, *, batch: int = 200) -> flo
 
 
 def stream_seconds(fmt: str, size: int) -> float:
-    """Wall time to stream one call whose argument string is `size` characters."""
+    """CPU time to stream one call whose argument string is `size` characters.
+
+    CPU time of this process, not wall time: on a shared machine the scheduler's pauses
+    would otherwise swamp the growth ratio this is meant to show.
+    """
     opener, closer = OPENERS[fmt]
     deltas = _deltas(opener + _payload(size) + closer)
     best = float("inf")
@@ -107,11 +111,11 @@ def stream_seconds(fmt: str, size: int) -> float:
         events = []
         gc.disable()
         try:
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             for d in deltas:
                 events += parser.feed(d)
             events += parser.finish()
-            best = min(best, time.perf_counter() - t0)
+            best = min(best, time.process_time() - t0)
         finally:
             gc.enable()
         assert any(isinstance(e, ToolCallStart) for e in events), f"{fmt}: no call parsed"
@@ -124,11 +128,11 @@ def naive_seconds(size: int) -> float:
 
     deltas = _deltas(json.dumps({"content": _payload(size)}))
     acc: list[str] = []
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for d in deltas:
         acc.append(d)
         partial_loads("".join(acc))
-    return time.perf_counter() - t0
+    return time.process_time() - t0
 
 
 def _row(*cells: object) -> str:
