@@ -45,6 +45,7 @@ from toolwire.runner import Approver, Policy, ToolRunner
 from toolwire.tools import (
     MockTools,
     Tool,
+    Toolbox,
     ToolCall,
     ToolContext,
     ToolDefinitionError,
@@ -55,13 +56,12 @@ from toolwire.tools import (
     ToolParameterError,
     ToolProvider,
     ToolResult,
-    Toolbox,
     tool,
 )
 
 __version__ = "0.1.0"
 
-__all__ = [
+__all__ = [  # noqa: RUF022 -- grouped by topic, not sorted
     # Tools: definitions, calls and results
     "MockTools",
     "Tool",
