@@ -43,6 +43,7 @@ from toolwire.models import (
 )
 from toolwire.runner import Approver, Policy, ToolRunner
 from toolwire.tools import (
+    HttpTools,
     MockTools,
     Tool,
     Toolbox,
@@ -63,6 +64,7 @@ __version__ = "0.1.0"
 
 __all__ = [  # noqa: RUF022 -- grouped by topic, not sorted
     # Tools: definitions, calls and results
+    "HttpTools",
     "MockTools",
     "Tool",
     "ToolCall",

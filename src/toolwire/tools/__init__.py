@@ -10,6 +10,7 @@ from toolwire.tools.errors import (
     ToolNotFoundError,
     ToolParameterError,
 )
+from toolwire.tools.http import HttpTool, HttpTools
 from toolwire.tools.mock import MockCall, MockTools
 from toolwire.tools.provider import ToolProvider
 from toolwire.tools.schema import FunctionSchema, function_schema
@@ -21,6 +22,8 @@ __all__ = [
     "ErrorCode",
     "FunctionSchema",
     "FunctionTool",
+    "HttpTool",
+    "HttpTools",
     "MockCall",
     "MockTools",
     "Tool",
