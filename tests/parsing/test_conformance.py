@@ -6,26 +6,12 @@ is pass or soft pass; see conformance.py for the splits and checks.
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from conformance import FAIL, Fixture, load_fixtures, run_fixture
-
-from toolwire.parsing import format_for
-from toolwire.parsing.registry import _MODULES
-
-
-def _module_missing(fx: Fixture) -> str | None:
-    module = _MODULES[format_for(fx.model)]
-    if importlib.util.find_spec(f"toolwire.parsing.formats.{module}") is None:
-        return f"format module toolwire.parsing.formats.{module} is not written yet"
-    return None
 
 
 @pytest.mark.parametrize("fx", load_fixtures(), ids=lambda fx: fx.id)
 def test_fixture(fx: Fixture) -> None:
-    if reason := _module_missing(fx):
-        pytest.skip(reason)
     result = run_fixture(fx)
     assert result.status != FAIL, "\n".join(result.problems)
 

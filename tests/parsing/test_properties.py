@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import keyword
 from collections.abc import Callable
@@ -21,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolwire.parsing import FORMATS, ParsedOutput, assemble, parse_output, parser_for
-from toolwire.parsing.registry import _MODULES
 
 Args = dict[str, Any]
 Call = tuple[str, Args]
@@ -402,13 +400,6 @@ def test_every_format_has_a_spec() -> None:
     assert set(SPECS) == set(FORMATS)
 
 
-def _require(fmt: str) -> Spec:
-    module = f"toolwire.parsing.formats.{_MODULES[fmt]}"
-    if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{module} is not written yet")
-    return SPECS[fmt]
-
-
 # ----------------------------------------------------------------------------- strategies
 
 _PLAIN = "abcxyzABC019 .,!?'-_/:;éü東🌸"
@@ -489,7 +480,7 @@ def _strip(text: str | None) -> str | None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_rendered_output_round_trips_under_any_split(fmt: str) -> None:
-    spec = _require(fmt)
+    spec = SPECS[fmt]
 
     @SETTINGS
     @given(data=st.data())
@@ -511,7 +502,7 @@ def test_rendered_output_round_trips_under_any_split(fmt: str) -> None:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_random_text_never_raises_and_splits_agree(fmt: str) -> None:
-    spec = _require(fmt)
+    spec = SPECS[fmt]
     alphabet = st.sampled_from([*spec.markers, *'{}[]"\\:,<>|= \nabc1'])
 
     @SETTINGS
@@ -533,7 +524,7 @@ _JSON_ARG_FORMATS = [f for f, s in SPECS.items() if s.json_args]
 
 @pytest.mark.parametrize("fmt", _JSON_ARG_FORMATS)
 def test_marker_strings_inside_json_arguments_survive(fmt: str) -> None:
-    spec = _require(fmt)
+    spec = SPECS[fmt]
     tricky = st.lists(
         st.sampled_from([*spec.markers, '"', "\\", "\n", "}", "]", "{", "x", " "]),
         min_size=1,
