@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from toolwire.models.messages import AssistantMessage, Message, Usage
 from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
@@ -32,6 +32,10 @@ class ModelSettings:
     max_tokens: int | None = None
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Request fields toolwire does not interpret (`top_p`, `stop`, `seed`,
+    `response_format`, ...), sent as they are to OpenAI-compatible upstreams; other
+    upstreams map the ones they know and ignore the rest."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -55,9 +59,19 @@ authoritative calls are the ones in the final `ModelResponse`.
 class ModelError(Exception):
     """The model endpoint failed or could not be reached. `str(err)` is one readable line."""
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        body: Mapping[str, Any] | None = None,
+    ) -> None:
         self.status = status
         self.retryable = retryable
+        self.body = body
+        """The upstream's own error object (`message`, `type`, `param`, `code`) when it sent
+        one, so a gateway can relay a 4xx in OpenAI's shape."""
         super().__init__(message)
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from toolwire.tools.call import ToolCall
 
@@ -26,6 +27,10 @@ class SystemMessage:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     content: str
+    parts: tuple[Mapping[str, Any], ...] | None = None
+    """The message's OpenAI content parts (`text`, `image_url`, `input_audio`, ...) when
+    it was not plain text; `content` then holds its text parts joined. OpenAI-compatible
+    upstreams receive the parts; others use what they can convert."""
     role: Literal["user"] = "user"
 
 

@@ -117,6 +117,18 @@ class UpstreamConfig(_Section):
     """`native`, `parse:<format>` or `prompted:<format>` (see `parse_tool_calls`)."""
     models: dict[str, ModelRoute] = Field(default_factory=dict)
     """Public model id (what clients send) → upstream model."""
+    timeout: float = Field(default=120.0, gt=0)
+    """Seconds to wait for the upstream (connecting, and between bytes of a response)."""
+    retries: int = Field(default=2, ge=0, le=10)
+    """Retries, with backoff, of connect errors, 429 and 5xx; only before the upstream has
+    sent the first byte of an answer, so nothing the client saw is ever repeated."""
+    tool_call_ids: Literal["auto", "keep", "anthropic", "mistral"] = "auto"
+    """How call ids are rewritten for the upstream (and mapped back): `auto` is
+    `anthropic` for that kind, `mistral` (nine characters) for Mistral-family model names,
+    otherwise ids are sent as they are."""
+    prompted_instructions: str | None = None
+    """For `prompted:<format>`: the text put before the tool definitions in the system
+    prompt (default: toolwire's own instructions for the format)."""
 
     @field_validator("models", mode="before")
     @classmethod
