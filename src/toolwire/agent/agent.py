@@ -87,7 +87,12 @@ class Agent:
         self.runner = ToolRunner(self.provider, policy=policy or Policy())
 
     async def run(
-        self, input: str | Sequence[Message], ctx: ToolContext | None = None
+        self,
+        input: str | Sequence[Message],
+        ctx: ToolContext | None = None,
+        *,
+        settings: ModelSettings | None = None,
+        client_tools: Sequence[Tool] = (),
     ) -> RunResult:
         """Run the loop to the end and return its result.
 
@@ -95,12 +100,18 @@ class Agent:
             input: The user's message, or a whole conversation (for example a previous
                 `RunResult.messages` plus a new `UserMessage`).
             ctx: Who is calling; a fresh `ToolContext` when omitted.
+            settings: Model settings for this run (default: the agent's).
+            client_tools: Tools offered to the model that the caller runs itself (see
+                `run_stream`).
 
         Raises:
             ModelError: The model endpoint failed or could not be reached.
         """
         done: Done | None = None
-        async for event in self.run_stream(input, ctx, stream=False):
+        events = self.run_stream(
+            input, ctx, stream=False, settings=settings, client_tools=client_tools
+        )
+        async for event in events:
             if isinstance(event, Done):
                 done = event
         assert done is not None  # run_stream always ends with Done
@@ -114,6 +125,8 @@ class Agent:
         ctx: ToolContext | None = None,
         *,
         stream: bool = True,
+        settings: ModelSettings | None = None,
+        client_tools: Sequence[Tool] = (),
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run the loop, yielding events as they happen and exactly one `Done` last.
 
@@ -126,10 +139,20 @@ class Agent:
             ctx: Who is calling; a fresh `ToolContext` when omitted.
             stream: Ask the model to stream (text arrives in many `TextDelta`s); with
                 `False` each turn is one request and its text one `TextDelta`.
+            settings: Model settings for this run (default: the agent's). A forced
+                `tool_choice` (`required` or a tool name) applies to the first turn only,
+                so the model can answer once the tools have run.
+            client_tools: Tools offered to the model that the caller owns and runs
+                itself: the agent never executes them. When the model calls any, the
+                turn's other calls run as usual and the run ends with status
+                `"client_tool_calls"`; `RunResult.client_calls` lists the calls to run, and
+                `messages` ends with their assistant message, ready for their results.
         """
         state = _RunState(
             messages=self._start(input),
             ctx=ctx if ctx is not None else ToolContext(run_id=uuid.uuid4().hex),
+            settings=settings if settings is not None else self.settings,
+            client_tools=tuple(client_tools),
         )
         try:
             async with contextlib.aclosing(self._loop(state, stream)) as events:
@@ -154,19 +177,29 @@ class Agent:
         return messages
 
     async def _loop(self, state: _RunState, stream: bool) -> AsyncGenerator[AgentEvent, None]:
-        tools = await self.runner.list_tools()
-        by_name = {t.name: t for t in tools}
+        server_tools = await self.runner.list_tools()
+        by_name = {t.name: t for t in server_tools}
+        client_names = {t.name for t in state.client_tools}
+        clash = client_names & by_name.keys()
+        if clash:
+            raise ValueError(
+                f"Client tool(s) {', '.join(sorted(clash))} have the same name as the agent's "
+                "own tools; rename them."
+            )
+        tools = [*server_tools, *state.client_tools]
+        settings = state.settings
         for _ in range(self.max_iterations):
             response: ModelResponse | None = None
             if stream:
-                async with contextlib.aclosing(self._stream_turn(state.messages, tools)) as turn:
+                turn_events = self._stream_turn(state.messages, tools, settings)
+                async with contextlib.aclosing(turn_events) as turn:
                     async for item in turn:
                         if isinstance(item, ModelResponse):
                             response = item
                         else:
                             yield item
             else:
-                response = await self.model.complete(state.messages, tools, self.settings)
+                response = await self.model.complete(state.messages, tools, settings)
                 if response.message.reasoning:
                     yield ReasoningDelta(text=response.message.reasoning)
                 if response.message.content:
@@ -181,16 +214,23 @@ class Agent:
                 state.finish("completed", message.content or "")
                 return
 
-            calls, stored = _prepare_calls(message.tool_calls)
+            if settings is not None and settings.tool_choice not in (None, "auto", "none"):
+                # A forced choice would force a call on every turn: the loop could never end.
+                settings = replace(settings, tool_choice="auto")
+            all_calls, stored = _prepare_calls(message.tool_calls)
             state.messages.append(replace(message, tool_calls=stored))
+            client_calls = [c for c in all_calls if c.name in client_names]
+            calls = [c for c in all_calls if c.name not in client_names]
             for call in calls:
                 yield ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments)
-            async with contextlib.aclosing(self._run_tools(calls, by_name, state.ctx)) as run:
-                async for event in run:
-                    if isinstance(event, list):
-                        step.tool_results = event
-                    else:
-                        yield event
+            if calls:
+                run_events = self._run_tools(calls, by_name, state.ctx)
+                async with contextlib.aclosing(run_events) as run:
+                    async for event in run:
+                        if isinstance(event, list):
+                            step.tool_results = event
+                        else:
+                            yield event
 
             pending = []
             for call, result in zip(calls, step.tool_results, strict=True):
@@ -206,6 +246,16 @@ class Agent:
                         is_error=not result.success,
                     )
                 )
+            if client_calls:
+                state.client_calls = client_calls
+                state.pending = pending
+                names = ", ".join(sorted({c.name for c in client_calls}))
+                state.finish(
+                    "client_tool_calls",
+                    f"The model called the caller's tool(s) {names}; "
+                    "send their results to continue.",
+                )
+                return
             if pending:
                 state.pending = pending
                 names = ", ".join(sorted({c.name for c in pending}))
@@ -223,10 +273,10 @@ class Agent:
         )
 
     async def _stream_turn(
-        self, messages: list[Message], tools: list[Tool]
+        self, messages: list[Message], tools: list[Tool], settings: ModelSettings | None
     ) -> AsyncGenerator[AgentEvent | ModelResponse, None]:
         response: ModelResponse | None = None
-        events = self.model.stream(messages, tools, self.settings)
+        events = self.model.stream(messages, tools, settings)
         try:
             async for item in events:
                 if isinstance(item, ContentDelta):
@@ -297,7 +347,10 @@ class _RunState:
     ctx: ToolContext
     steps: list[Step] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    settings: ModelSettings | None = None
+    client_tools: tuple[Tool, ...] = ()
     pending: list[ToolCall] = field(default_factory=list)
+    client_calls: list[ToolCall] = field(default_factory=list)
     result: RunResult | None = None
 
     def finish(self, status: RunStatus, output: str) -> RunResult:
@@ -308,6 +361,7 @@ class _RunState:
             status=status,
             usage=self.usage,
             pending_approvals=self.pending,
+            client_calls=self.client_calls,
         )
         return self.result
 

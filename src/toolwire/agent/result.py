@@ -11,13 +11,17 @@ from toolwire.tools.call import ToolCall, ToolResult
 
 __all__ = ["RunResult", "RunStatus", "Step"]
 
-RunStatus = Literal["completed", "max_iterations", "awaiting_approval", "error"]
+RunStatus = Literal[
+    "completed", "max_iterations", "awaiting_approval", "client_tool_calls", "error"
+]
 """How a run ended.
 
 - `completed`: the model gave a final answer.
 - `max_iterations`: the model was still calling tools when the iteration limit was reached.
 - `awaiting_approval`: a tool needs a person's approval; `RunResult.pending_approvals` lists
   the calls. Resume by appending their results to `messages` and running again.
+- `client_tool_calls`: the model called tools the caller owns (`client_tools=`);
+  `RunResult.client_calls` lists them. Resume the same way with their results.
 - `error`: only in the `Done` event of `Agent.run_stream` (the model failed); `Agent.run`
   raises the error instead.
 """
@@ -46,4 +50,7 @@ class RunResult:
     usage: Usage
     """Tokens and requests summed over every model turn of the run."""
     pending_approvals: list[ToolCall] = field(default_factory=list)
-    """Calls waiting for approval when `status == "awaiting_approval"`."""
+    """Calls waiting for approval (`status == "awaiting_approval"`, or alongside client
+    calls)."""
+    client_calls: list[ToolCall] = field(default_factory=list)
+    """The caller's own tool calls to run when `status == "client_tool_calls"`."""
