@@ -61,6 +61,8 @@ class Agent:
             `async (call, tool, ctx) -> bool | None`; `None` leaves the call pending and the
             run ends with status `"awaiting_approval"`.
         settings: Passed to the model on every turn.
+        runner: Run the tools through this runner (sharing its cache and policy with
+            other users of it) instead of a new one built from `tools` and `policy`.
     """
 
     def __init__(
@@ -73,6 +75,7 @@ class Agent:
         policy: Policy | None = None,
         approver: Approver | None = None,
         settings: ModelSettings | None = None,
+        runner: ToolRunner | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be at least 1, not {max_iterations}.")
@@ -84,7 +87,9 @@ class Agent:
         self.max_iterations = max_iterations
         self.approver = approver
         self.settings = settings
-        self.runner = ToolRunner(self.provider, policy=policy or Policy())
+        if runner is not None and policy is not None:
+            raise ValueError("Give either runner= or policy=, not both: the runner has a policy.")
+        self.runner = runner or ToolRunner(self.provider, policy=policy or Policy())
 
     async def run(
         self,

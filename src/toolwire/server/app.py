@@ -5,6 +5,7 @@ Handlers translate HTTP to the gateway's objects and back; tool logic stays in t
 | Route | |
 |---|---|
 | `GET /healthz` | liveness, never needs a key |
+| `POST /v1/chat/completions` | OpenAI Chat Completions, streaming or not (see `chat.py`) |
 | `GET /v1/models`, `GET /v1/models/{id}` | the configured public model ids |
 | `GET /v1/tools` | the server tools with their JSON Schemas |
 | `POST /v1/tools/{name}/invoke` | run one server tool through the runner |
@@ -26,6 +27,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire.server.auth import bearer_token
+from toolwire.server.chat import ClientGone, chat_completions
+from toolwire.server.chat_wire import result_json as _result_json
 from toolwire.server.config import GatewayConfig
 from toolwire.server.errors import GatewayError, error_body
 from toolwire.server.gateway import Gateway
@@ -64,12 +67,17 @@ def create_app(
     app = Starlette(
         routes=[
             Route("/healthz", _healthz, methods=["GET"]),
+            Route("/v1/chat/completions", _chat_completions, methods=["POST"]),
             Route("/v1/models", _list_models, methods=["GET"]),
             Route("/v1/models/{model:path}", _get_model, methods=["GET"]),
             Route("/v1/tools", _list_tools, methods=["GET"]),
             Route("/v1/tools/{name}/invoke", _invoke_tool, methods=["POST"]),
         ],
-        exception_handlers={GatewayError: _gateway_error, HTTPException: _http_error},
+        exception_handlers={
+            GatewayError: _gateway_error,
+            HTTPException: _http_error,
+            ClientGone: _client_gone,
+        },
         lifespan=lifespan,
     )
     app.state.gateway = gateway
@@ -120,6 +128,11 @@ async def _gateway_error(request: Request, exc: Exception) -> Response:
     return json_response(exc.body(), exc.status, exc.headers)
 
 
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    # Nobody reads this answer; 499 (nginx's "client closed request") marks it in the log.
+    return Response(status_code=499)
+
+
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 404:
@@ -137,6 +150,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 async def _healthz(request: Request) -> Response:
     return json_response({"status": "ok"})
+
+
+async def _chat_completions(request: Request) -> Response:
+    ctx = _caller(request)
+    return await chat_completions(request, _gateway(request), ctx)
 
 
 def _model_object(gateway: Gateway, model_id: str) -> dict[str, Any]:
@@ -217,16 +235,4 @@ async def _invoke_tool(request: Request) -> Response:
 
 def result_json(result: ToolResult) -> dict[str, Any]:
     """A `ToolResult` as JSON; `content` is the text to send a model as the tool message."""
-    error = result.error
-    return {
-        "object": "tool.result",
-        "call_id": result.call_id,
-        "name": result.name,
-        "success": result.success,
-        "result": result.result if result.success else None,
-        "error": {"code": error.code, "message": error.message} if error is not None else None,
-        "content": result.to_model_text(),
-        "duration_ms": round(result.duration_ms, 3),
-        "cached": result.cached,
-        "repaired": list(result.repaired),
-    }
+    return {"object": "tool.result", **_result_json(result)}

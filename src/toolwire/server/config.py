@@ -290,6 +290,8 @@ class LimitsConfig(_Section):
     """Largest request body; bigger ones get 413 while still being read."""
     max_messages: int = Field(default=512, gt=0)
     max_tools: int = Field(default=128, gt=0)
+    max_iterations: int = Field(default=5, ge=1, le=100)
+    """Model turns per request when server tools run (the agent loop's bound)."""
 
 
 class GatewayConfig(_Section):

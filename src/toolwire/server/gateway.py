@@ -12,6 +12,10 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import httpx
+
+from toolwire.agent import Agent
+from toolwire.models import Model
 from toolwire.runner import Policy, ToolRunner
 from toolwire.server.auth import GatewayKey, Keyring
 from toolwire.server.config import GatewayConfig, ModelRoute, ServerToolsConfig
@@ -22,6 +26,7 @@ from toolwire.server.loader import (
     environment_findings,
     format_path,
 )
+from toolwire.server.upstreams import build_model
 from toolwire.tools import ToolContext, ToolDefinitionError, ToolProvider
 from toolwire.tools.http import HttpTool, HttpTools
 from toolwire.tools.toolbox import Toolbox
@@ -114,6 +119,33 @@ class Gateway:
         name = config.upstream.api_key_env
         # Read once, kept private: never logged, echoed or put in an error message.
         self._upstream_key = env.get(name) if name is not None else None
+        upstream = config.upstream
+        # One pool for every route: keep-alive connections to the upstream are the
+        # gateway's main saving on added latency.
+        self.http_client = httpx.AsyncClient(
+            timeout=httpx.Timeout(upstream.timeout, connect=min(upstream.timeout, 10.0)),
+            limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256),
+        )
+        self.models: dict[str, Model] = {
+            public: build_model(
+                upstream,
+                route,
+                api_key=self._upstream_key,
+                http_client=self.http_client,
+                dialect=config.dialect,
+            )
+            for public, route in self.routes.items()
+        }
+        self.server_tool_names: frozenset[str] = frozenset(t.name for t in tools.provider.tools)
+        self.agents: dict[str, Agent] = {
+            public: Agent(
+                model,
+                tools.provider,
+                max_iterations=config.limits.max_iterations,
+                runner=self.runner,
+            )
+            for public, model in self.models.items()
+        }
 
     def context(self, key: GatewayKey | None, token: str | None) -> ToolContext:
         """The `ToolContext` of one request made with `key` (and its bearer `token`)."""
@@ -125,7 +157,8 @@ class Gateway:
         )
 
     async def aclose(self) -> None:
-        """Release what the gateway holds open (HTTP tool clients)."""
+        """Release what the gateway holds open (the upstream pool, HTTP tool clients)."""
+        await self.http_client.aclose()
         await self.tools.aclose()
 
     def __repr__(self) -> str:
