@@ -1,6 +1,7 @@
 """Upstream model clients behind one `Model` protocol."""
 
 from toolwire.models import messages
+from toolwire.models.anthropic import AnthropicModel
 from toolwire.models.base import (
     FinishReason,
     Model,
@@ -20,6 +21,8 @@ from toolwire.models.messages import (
 )
 from toolwire.models.offline import OfflineModel
 from toolwire.models.openai import OpenAIChatModel
+from toolwire.models.parsed import ParsingModel
+from toolwire.models.prompted import PromptedModel
 from toolwire.models.scripted import (
     ScriptedModel,
     ScriptedRequest,
@@ -28,6 +31,7 @@ from toolwire.models.scripted import (
 )
 
 __all__ = [
+    "AnthropicModel",
     "AssistantMessage",
     "FinishReason",
     "Message",
@@ -38,6 +42,8 @@ __all__ = [
     "ModelStreamEvent",
     "OfflineModel",
     "OpenAIChatModel",
+    "ParsingModel",
+    "PromptedModel",
     "ScriptExhaustedError",
     "ScriptedModel",
     "ScriptedRequest",

@@ -23,10 +23,19 @@ from toolwire.parsing.registry import (
     parse_output,
     parser_for,
 )
+from toolwire.parsing.render import (
+    RENDER_FORMATS,
+    default_instructions,
+    render_calls,
+    render_results,
+    render_tool_prompt,
+    render_tools,
+)
 
 __all__ = [
     "DEFAULT_FORMAT",
     "FORMATS",
+    "RENDER_FORMATS",
     "ContentDelta",
     "ParseEvent",
     "ParsedOutput",
@@ -38,7 +47,12 @@ __all__ = [
     "ToolCallStart",
     "UnknownFormatError",
     "assemble",
+    "default_instructions",
     "format_for",
     "parse_output",
     "parser_for",
+    "render_calls",
+    "render_results",
+    "render_tool_prompt",
+    "render_tools",
 ]
