@@ -1,0 +1,414 @@
+"""The request side of `POST /v1/chat/completions`: a parsed JSON body → `ChatRequest`.
+
+Everything a client can get wrong is refused here with an OpenAI-shaped 400 naming the
+field and what to send instead, so a bad request never reaches the upstream. The scalar
+fields go through one strict pydantic validation; the messages (see
+`toolwire.server.transcript`) and the tools are checked by hand in one pass each, which is
+both faster and gives sharper messages than pydantic's union errors.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import jsonschema_rs
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from toolwire.models.base import ModelSettings, ToolChoice
+from toolwire.models.messages import Message
+from toolwire.server.config import Dialect, LimitsConfig
+from toolwire.server.requests import validate_body
+from toolwire.server.transcript import field_error as _bad
+from toolwire.server.transcript import json_type, parse_messages
+from toolwire.server.transcript import shown as _shown
+from toolwire.tools.tool import Tool
+
+__all__ = ["ChatRequest", "parse_chat_request"]
+
+_TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_TOOL_CHOICES: Final = ("auto", "none", "required")
+_CONSUMED: Final = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "temperature",
+        "max_tokens",
+        "max_completion_tokens",
+        "n",
+    }
+)
+"""Fields toolwire interprets; every other field goes to `ModelSettings.extra` as sent."""
+_KNOWN_METASCHEMAS: Final = frozenset(
+    {
+        "http://json-schema.org/draft-04/schema",
+        "http://json-schema.org/draft-06/schema",
+        "http://json-schema.org/draft-07/schema",
+        "http://json-schema.org/schema",
+        "https://json-schema.org/draft/2019-09/schema",
+        "https://json-schema.org/draft/2020-12/schema",
+    }
+)
+_CACHED_SCHEMA_BYTES: Final = 64 * 1024
+"""Larger tool schemas are checked every time, so the cache's memory stays bounded."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatRequest:
+    """A checked Chat Completions request, in toolwire's terms."""
+
+    model: str
+    """The public model id as sent."""
+    messages: tuple[Message, ...]
+    """The conversation, orphan tool results removed."""
+    tools: tuple[Tool, ...]
+    """The client's tools: definitions only, never executed by the gateway."""
+    settings: ModelSettings
+    stream: bool
+    include_usage: bool
+    """`stream_options.include_usage`: end the stream with a usage chunk."""
+    dropped_results: tuple[str, ...]
+    """The `tool_call_id` (or, for `tool_result` messages, the name) of each orphan tool
+    result dropped; the gateway reports them in a response header."""
+
+
+def parse_chat_request(
+    data: Any,
+    *,
+    limits: LimitsConfig,
+    strict_tool_results: bool,
+    dialect: Dialect,
+    server_tools: Collection[str],
+) -> ChatRequest:
+    """Check a Chat Completions request body and convert it.
+
+    Args:
+        data: The request body, parsed JSON.
+        limits: The gateway's limits (`max_messages`, `max_tools`).
+        strict_tool_results: Refuse orphan tool results instead of dropping them.
+        dialect: `tool_request` also accepts the strict whole-message JSON tool dialect.
+        server_tools: Names of the gateway's own tools: a client tool may not reuse one,
+            and `tool_choice` may name one.
+
+    Raises:
+        GatewayError: 400 with the field at fault in `param` and advice in the message.
+    """
+    if isinstance(data, dict):
+        _refuse_legacy(data)
+    body = validate_body(_Body, data)
+    if body.n is not None and body.n != 1:
+        raise _bad(
+            "n",
+            f"toolwire returns one choice per request; omit 'n' or send 1 (got {body.n}).",
+            code="unsupported_parameter",
+        )
+    raw_messages = body.messages
+    if type(raw_messages) is not list or not raw_messages:
+        got = "an empty array" if raw_messages == [] else json_type(raw_messages)
+        raise _bad("messages", f"must be a non-empty array of messages, not {got}.")
+    if len(raw_messages) > limits.max_messages:
+        raise _bad(
+            "messages",
+            f"{len(raw_messages)} messages is more than this gateway's limit of "
+            f"{limits.max_messages} (limits.max_messages in its config); send fewer, e.g. "
+            "by summarising or trimming older turns.",
+            code="too_many_messages",
+        )
+    tools = _tools(body.tools, limits.max_tools, server_tools)
+    tool_choice = _tool_choice(body.tool_choice, tools, server_tools)
+    transcript = parse_messages(
+        raw_messages, strict_tool_results=strict_tool_results, dialect=dialect
+    )
+    extra = {k: v for k, v in data.items() if v is not None and k not in _CONSUMED}
+    settings = ModelSettings(
+        temperature=body.temperature,
+        max_tokens=body.max_completion_tokens
+        if body.max_completion_tokens is not None
+        else body.max_tokens,
+        tool_choice=tool_choice,
+        parallel_tool_calls=body.parallel_tool_calls,
+        extra=extra,
+    )
+    options = body.stream_options
+    return ChatRequest(
+        model=body.model,
+        messages=transcript.messages,
+        tools=tools,
+        settings=settings,
+        stream=bool(body.stream),
+        include_usage=bool(options is not None and options.include_usage),
+        dropped_results=transcript.dropped_results,
+    )
+
+
+# --- the scalar fields ---------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    # Strict: a temperature of "0.5" or a stream of 1 is refused, as OpenAI does.
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+class _StreamOptions(_Strict):
+    include_usage: bool | None = None
+
+
+class _ResponseFormat(_Strict):
+    type: str
+
+
+class _Body(_Strict):
+    model: str = Field(min_length=1)
+    messages: Any
+    tools: Any = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
+    stream: bool | None = None
+    stream_options: _StreamOptions | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    n: int | None = None
+    stop: Any = None
+    seed: int | None = None
+    user: str | None = None
+    response_format: _ResponseFormat | None = None
+    presence_penalty: float | None = Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(default=None, ge=-2, le=2)
+    logit_bias: dict[str, float] | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    metadata: dict[str, str] | None = None
+    reasoning_effort: str | None = None
+    service_tier: str | None = None
+    store: bool | None = None
+    modalities: list[str] | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _stop(cls, value: Any) -> Any:
+        if value is None or type(value) is str:
+            return value
+        if type(value) is list and all(type(v) is str for v in value):
+            return value
+        raise ValueError(f"must be a string or an array of strings, not {json_type(value)}")
+
+
+def _refuse_legacy(data: dict[str, Any]) -> None:
+    if data.get("functions") is not None:
+        raise _bad(
+            "functions",
+            "the legacy 'functions' field is not supported; send 'tools': "
+            '[{"type": "function", "function": {"name": ..., "description": ..., '
+            '"parameters": {...}}}] instead.',
+            code="unsupported_parameter",
+        )
+    if data.get("function_call") is not None:
+        raise _bad(
+            "function_call",
+            "the legacy 'function_call' field is not supported; send 'tool_choice' "
+            '("auto", "none", "required" or {"type": "function", "function": '
+            '{"name": ...}}) instead.',
+            code="unsupported_parameter",
+        )
+
+
+# --- tools ---------------------------------------------------------------------------------
+
+
+def _tools(raw: Any, max_tools: int, server_tools: Collection[str]) -> tuple[Tool, ...]:
+    if raw is None:
+        return ()
+    if type(raw) is not list:
+        raise _bad("tools", f"must be an array of tools, not {json_type(raw)}.")
+    if len(raw) > max_tools:
+        raise _bad(
+            "tools",
+            f"{len(raw)} tools is more than this gateway's limit of {max_tools} "
+            "(limits.max_tools in its config); send only the tools this turn needs.",
+            code="too_many_tools",
+        )
+    tools: list[Tool] = []
+    seen: dict[str, int] = {}
+    for n, entry in enumerate(raw):
+        where = f"tools[{n}]"
+        if type(entry) is not dict:
+            raise _bad(where, f"must be a tool object, not {json_type(entry)}.")
+        kind = entry.get("type")
+        if kind != "function":
+            raise _bad(
+                f"{where}.type",
+                "only function tools are supported: "
+                '{"type": "function", "function": {"name": ..., "parameters": {...}}}; '
+                f"got {_shown(kind)}.",
+            )
+        function = entry.get("function")
+        if type(function) is not dict:
+            raise _bad(
+                f"{where}.function",
+                'must be an object {"name": ..., "description": ..., "parameters": {...}}, '
+                f"not {json_type(function)}.",
+            )
+        name = function.get("name")
+        if type(name) is not str or not _TOOL_NAME.fullmatch(name):
+            raise _bad(
+                f"{where}.function.name",
+                f"a tool name is 1 to 64 letters, digits, '_' or '-'; got {_shown(name)}.",
+                code="invalid_tool_name",
+            )
+        if name in seen:
+            raise _bad(
+                f"{where}.function.name",
+                f"tools[{seen[name]}] already has the name {name!r}; give each tool its own name.",
+                code="duplicate_tool_name",
+            )
+        if name in server_tools:
+            raise _bad(
+                f"{where}.function.name",
+                f"{name!r} clashes with a gateway tool of the same name, which this "
+                "gateway runs itself; rename your tool.",
+                code="tool_name_clash",
+            )
+        seen[name] = n
+        description = function.get("description")
+        if description is not None and type(description) is not str:
+            raise _bad(
+                f"{where}.function.description",
+                f"must be a string, not {json_type(description)}.",
+            )
+        strict = function.get("strict")
+        if strict is not None and type(strict) is not bool:
+            raise _bad(f"{where}.function.strict", f"must be a boolean, not {json_type(strict)}.")
+        parameters = _parameters(function.get("parameters"), f"{where}.function.parameters", name)
+        tools.append(Tool(name=name, description=description or "", parameters=parameters))
+    return tuple(tools)
+
+
+def _parameters(schema: Any, where: str, name: str) -> dict[str, Any]:
+    if schema is None or schema == {}:
+        return {"type": "object", "properties": {}}
+    if type(schema) is not dict:
+        raise _bad(
+            where,
+            f"tool {name!r}: must be a JSON Schema object, not {json_type(schema)}.",
+            code="invalid_tool_schema",
+        )
+    problem = _schema_problem(schema)
+    if problem is not None:
+        raise _bad(where, f"tool {name!r}: {problem}", code="invalid_tool_schema")
+    kind = schema.get("type")
+    if kind is None:
+        # `{"properties": {...}}` without a type is common and unambiguous.
+        return {"type": "object", **schema}
+    if kind != "object":
+        raise _bad(
+            f"{where}.type",
+            f"tool {name!r}: the arguments are an object, so the schema's type must be "
+            f"'object', not {_shown(kind)}; put the fields under 'properties'.",
+            code="invalid_tool_schema",
+        )
+    return schema
+
+
+def _schema_problem(schema: dict[str, Any]) -> str | None:
+    try:
+        serialized = orjson.dumps(schema)
+    except (orjson.JSONEncodeError, TypeError):
+        return _check_schema(schema)
+    if len(serialized) > _CACHED_SCHEMA_BYTES:
+        return _check_schema(schema)
+    return _cached_check(serialized)
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_check(serialized: bytes) -> str | None:
+    # Clients resend the same tools every turn: keyed by the serialized schema, the
+    # meta-validation runs once per distinct schema.
+    return _check_schema(orjson.loads(serialized))
+
+
+def _check_schema(schema: dict[str, Any]) -> str | None:
+    declared = schema.get("$schema")
+    if declared is not None and (
+        type(declared) is not str or declared.rstrip("#") not in _KNOWN_METASCHEMAS
+    ):
+        # An unknown metaschema would be fetched over the network by the validator.
+        return (
+            f"'$schema' is {_shown(declared)}, not a JSON Schema draft this gateway "
+            "knows; omit it or use 'https://json-schema.org/draft/2020-12/schema'."
+        )
+    try:
+        jsonschema_rs.meta.validate(schema)
+    except jsonschema_rs.ValidationError as exc:
+        at = "/".join(str(p) for p in exc.instance_path) or "(root)"
+        return f"not a valid JSON Schema at {at}: {exc.message}."
+    except jsonschema_rs.ReferencingError as exc:
+        return f"not a valid JSON Schema: {exc}."
+    return None
+
+
+# --- tool_choice ---------------------------------------------------------------------------
+
+
+def _tool_choice(
+    raw: Any, tools: Sequence[Tool], server_tools: Collection[str]
+) -> ToolChoice | None:
+    if raw is None:
+        return None
+    if type(raw) is str:
+        if raw not in _TOOL_CHOICES:
+            raise _bad(
+                "tool_choice",
+                f"{_shown(raw)} is not a tool choice; use 'auto', 'none', 'required' or "
+                '{"type": "function", "function": {"name": "<tool name>"}}.',
+                code="invalid_tool_choice",
+            )
+        choice: str = raw
+    elif type(raw) is dict and raw.get("type") == "function":
+        function = raw.get("function")
+        name = function.get("name") if type(function) is dict else None
+        if type(name) is not str:
+            raise _bad(
+                "tool_choice.function.name",
+                'a named tool choice is {"type": "function", "function": {"name": '
+                f'"<tool name>"}}}}; the name is {_shown(name)}.',
+                code="invalid_tool_choice",
+            )
+        choice = name
+    else:
+        got = f"type {_shown(raw.get('type'))}" if type(raw) is dict else _shown(raw)
+        raise _bad(
+            "tool_choice",
+            "must be 'auto', 'none', 'required' or "
+            f'{{"type": "function", "function": {{"name": "<tool name>"}}}}; got {got}.',
+            code="invalid_tool_choice",
+        )
+    if choice in ("auto", "none"):
+        return choice
+    # A client tool never shares a server tool's name (refused above), so no duplicates.
+    names = [*(tool.name for tool in tools), *server_tools]
+    if not names:
+        raise _bad(
+            "tool_choice",
+            f"{_shown(choice) if choice == 'required' else 'a named function'} needs "
+            "tools, and this request has none (nor does the gateway); send 'tools' or "
+            "use 'auto'.",
+            code="invalid_tool_choice",
+        )
+    if choice != "required" and choice not in names:
+        raise _bad(
+            "tool_choice.function.name",
+            f"{choice!r} is not one of the tools; use one of {', '.join(repr(n) for n in names)}.",
+            code="invalid_tool_choice",
+        )
+    return choice

@@ -1,0 +1,459 @@
+"""Chat Completions `messages` → toolwire messages, with the pairing rules of tool results.
+
+A `tool` message is honoured only when it answers a call of the assistant message right
+before it: it must belong to the run of tool messages that directly follows an assistant
+message with `tool_calls`, and answer one of that message's calls not answered yet. Any
+other tool message is an orphan (an unknown id, a call of an earlier assistant message, a
+second answer, a result after a user message): it is dropped and reported, or refused in
+strict mode. A call left without a result is refused, since no upstream accepts a
+transcript with an unanswered call.
+
+The `tool_request` dialect adds the strict whole-message JSON form of a call (an
+assistant message whose content is exactly `{"tool_request": {"name", "arguments"}}`)
+and `tool_result` messages answering a pending call by name.
+
+This runs on every request, so the messages are checked by hand in one pass, which also
+gives each error the exact field (`messages[3].tool_call_id`) and the advice to go with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from toolwire.models.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+from toolwire.server.config import Dialect
+from toolwire.server.errors import GatewayError
+from toolwire.tools.call import ToolCall
+
+__all__ = ["Transcript", "field_error", "json_type", "parse_messages", "shown"]
+
+ROLES: Final = ("system", "developer", "user", "assistant", "tool")
+USER_PART_TYPES: Final = ("text", "image_url", "input_audio", "file")
+_PART_PAYLOADS: Final = {"image_url": "url", "input_audio": "data", "file": None}
+"""The object each non-text user part carries under its type's key, and its required field."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transcript:
+    """The request's messages as toolwire keeps them."""
+
+    messages: tuple[Message, ...]
+    """Every message in order, orphan tool results removed."""
+    dropped_results: tuple[str, ...]
+    """The `tool_call_id` (or, for a `tool_result` message, the name) of each orphan dropped."""
+
+
+def parse_messages(
+    raw: Sequence[Any], *, strict_tool_results: bool, dialect: Dialect
+) -> Transcript:
+    """Check and convert the `messages` of a Chat Completions request.
+
+    Args:
+        raw: The request's `messages` array (already parsed JSON).
+        strict_tool_results: Refuse an orphan tool result with 400 instead of dropping it.
+        dialect: `tool_request` also accepts the strict whole-message JSON tool calls and
+            `tool_result` messages.
+
+    Raises:
+        GatewayError: 400 naming the field at fault (`param`) and what to send instead.
+    """
+    tool_request = dialect == "tool_request"
+    out: list[Message] = []
+    dropped: list[str] = []
+    # Calls of the assistant message opening the current run of tool messages that are
+    # still waiting for their result; empty outside such a run.
+    pending: dict[str, ToolCall] = {}
+    opened_by = -1
+    made_by: dict[str, int] = {}
+    answered_by: dict[str, int] = {}
+    for i, item in enumerate(raw):
+        if type(item) is not dict:
+            raise field_error(
+                f"messages[{i}]",
+                f"must be an object with a 'role', not {json_type(item)}.",
+            )
+        role = item.get("role")
+        if role == "tool" or (role == "tool_result" and tool_request):
+            if role == "tool":
+                key = _call_id(item, i)
+                call = pending.pop(key, None)
+            else:
+                key = _result_name(item, i)
+                call = _pop_by_name(pending, key)
+            content = _text_content(item, i, role)
+            if call is None:
+                if strict_tool_results:
+                    raise _orphan(i, role, key, opened_by, made_by, answered_by)
+                dropped.append(key)
+                continue
+            answered_by[call.id] = i
+            out.append(ToolMessage(call_id=call.id, name=call.name, content=content))
+            continue
+        if pending:
+            raise _missing(pending, opened_by, raw[opened_by], before=i)
+        if role == "user":
+            out.append(_user(item, i))
+        elif role == "assistant":
+            message = _assistant(item, i, tool_request)
+            if message.tool_calls:
+                pending = {call.id: call for call in message.tool_calls}
+                opened_by = i
+                for call in message.tool_calls:
+                    made_by[call.id] = i
+            out.append(message)
+        elif role == "system" or role == "developer":
+            out.append(SystemMessage(content=_text_content(item, i, role)))
+        else:
+            raise _role_error(role, i, tool_request)
+    if pending:
+        raise _missing(pending, opened_by, raw[opened_by], before=None)
+    return Transcript(messages=tuple(out), dropped_results=tuple(dropped))
+
+
+def json_type(value: Any) -> str:
+    """How a JSON value is named in error messages: `a string`, `an array`, `null`, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+# --- one message ---------------------------------------------------------------------------
+
+
+def _user(item: dict[str, Any], i: int) -> UserMessage:
+    content = item.get("content")
+    if type(content) is str:
+        return UserMessage(content=content)
+    if type(content) is not list:
+        raise field_error(
+            f"messages[{i}].content",
+            f"must be a string or an array of content parts, not {json_type(content)}.",
+        )
+    texts: list[str] = []
+    plain = True
+    for n, part in enumerate(content):
+        where = f"messages[{i}].content[{n}]"
+        kind = part.get("type") if type(part) is dict else None
+        if kind == "text":
+            texts.append(_part_text(part, where))
+            continue
+        if kind not in _PART_PAYLOADS:
+            raise field_error(
+                f"{where}.type" if type(part) is dict else where,
+                f"a user content part must be an object whose 'type' is one of "
+                f"{_choices(USER_PART_TYPES)}; got {shown(kind) if type(part) is dict else json_type(part)}.",
+            )
+        payload = part.get(kind)
+        required = _PART_PAYLOADS[kind]
+        if type(payload) is not dict or (
+            required is not None and type(payload.get(required)) is not str
+        ):
+            shape = f'{{"{required}": "..."}}' if required else "an object"
+            raise field_error(f"{where}.{kind}", f"a '{kind}' part needs '{kind}': {shape}.")
+        plain = False
+    # Text parts are separate blocks to the model: keep them apart when flattening.
+    return UserMessage(content="\n".join(texts), parts=None if plain else tuple(content))
+
+
+def _assistant(item: dict[str, Any], i: int, tool_request: bool) -> AssistantMessage:
+    if item.get("function_call") is not None:
+        raise field_error(
+            f"messages[{i}].function_call",
+            "the legacy 'function_call' field is not supported; send the call in "
+            '\'tool_calls\': [{"id": ..., "type": "function", "function": '
+            '{"name": ..., "arguments": "<JSON text>"}}].',
+            code="unsupported_parameter",
+        )
+    content = item.get("content")
+    if content is not None and type(content) is not str:
+        content = _assistant_parts(content, i)
+    raw_calls = item.get("tool_calls")
+    calls: tuple[ToolCall, ...] = ()
+    if raw_calls is not None:
+        calls = _tool_calls(raw_calls, i)
+    elif tool_request and content is not None:
+        call = _as_tool_request(content, i)
+        if call is not None:
+            return AssistantMessage(tool_calls=(call,))
+    return AssistantMessage(content=content, tool_calls=calls)
+
+
+def _assistant_parts(content: Any, i: int) -> str:
+    if type(content) is not list:
+        raise field_error(
+            f"messages[{i}].content",
+            f"must be a string, an array of text parts or null, not {json_type(content)}.",
+        )
+    texts = []
+    for n, part in enumerate(content):
+        kind = part.get("type") if type(part) is dict else None
+        if kind == "text":
+            texts.append(_part_text(part, f"messages[{i}].content[{n}]"))
+        elif kind != "refusal":
+            raise field_error(
+                f"messages[{i}].content[{n}]",
+                'an assistant content part must be {"type": "text", "text": ...} '
+                f"(or a 'refusal' part); got {shown(part)}.",
+            )
+    return "\n".join(texts)
+
+
+def _tool_calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
+    if type(raw) is not list:
+        raise field_error(
+            f"messages[{i}].tool_calls",
+            f"must be an array of tool calls, not {json_type(raw)}.",
+        )
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for n, entry in enumerate(raw):
+        where = f"messages[{i}].tool_calls[{n}]"
+        if type(entry) is not dict:
+            raise field_error(where, f"must be a tool call object, not {json_type(entry)}.")
+        kind = entry.get("type", "function")
+        if kind != "function":
+            raise field_error(
+                f"{where}.type",
+                f"only 'function' tool calls are supported; got {shown(kind)}.",
+            )
+        call_id = entry.get("id")
+        if type(call_id) is not str or not call_id:
+            raise field_error(
+                f"{where}.id",
+                f"must be the call's id, a non-empty string; got {shown(call_id)}.",
+            )
+        if call_id in seen:
+            raise field_error(
+                f"{where}.id",
+                f"the id {call_id!r} is used by two calls of this message; give each "
+                "call its own id, so that each tool message answers exactly one call.",
+                code="duplicate_tool_call_id",
+            )
+        seen.add(call_id)
+        function = entry.get("function")
+        if type(function) is not dict:
+            raise field_error(
+                f"{where}.function",
+                'must be an object {"name": ..., "arguments": "<JSON text>"}, '
+                f"not {json_type(function)}.",
+            )
+        name = function.get("name")
+        if type(name) is not str or not name:
+            raise field_error(
+                f"{where}.function.name",
+                f"must be the tool's name, a non-empty string; got {shown(name)}.",
+            )
+        arguments = function.get("arguments", "")
+        if type(arguments) is not str:
+            raise field_error(
+                f"{where}.function.arguments",
+                f"must be the arguments as JSON text (a string), not {json_type(arguments)}; "
+                'serialize the object, e.g. \'{"city": "Paris"}\'.',
+            )
+        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+    return tuple(calls)
+
+
+def _as_tool_request(content: str, i: int) -> ToolCall | None:
+    """The call of a `{"tool_request": {...}}` message, or None when it is plain text."""
+    text = content.strip()
+    # Cheap checks first: almost every assistant message is prose.
+    if not (text.startswith("{") and text.endswith("}") and "tool_request" in text):
+        return None
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if type(data) is not dict or len(data) != 1:
+        return None
+    request = data.get("tool_request")
+    if type(request) is not dict:
+        return None
+    name = request.get("name")
+    arguments = request.get("arguments")
+    if type(name) is not str or not name or type(arguments) is not dict:
+        return None
+    return ToolCall(id=f"toolreq_{i}", name=name, arguments=orjson.dumps(arguments).decode())
+
+
+def _text_content(item: dict[str, Any], i: int, role: str) -> str:
+    content = item.get("content")
+    if type(content) is str:
+        return content
+    if type(content) is list:
+        texts = []
+        for n, part in enumerate(content):
+            if type(part) is not dict or part.get("type") != "text":
+                raise field_error(
+                    f"messages[{i}].content[{n}]",
+                    f"a {role} message takes only text parts "
+                    f'{{"type": "text", "text": ...}}; got {shown(part)}.',
+                )
+            texts.append(_part_text(part, f"messages[{i}].content[{n}]"))
+        return "\n".join(texts)
+    raise field_error(
+        f"messages[{i}].content",
+        f"a {role} message needs 'content': a string or an array of text parts, "
+        f"not {json_type(content)}.",
+    )
+
+
+def _part_text(part: Mapping[str, Any], where: str) -> str:
+    text = part.get("text")
+    if type(text) is not str:
+        raise field_error(
+            f"{where}.text", f"a text part needs 'text', a string; got {shown(text)}."
+        )
+    return text
+
+
+def _call_id(item: dict[str, Any], i: int) -> str:
+    call_id = item.get("tool_call_id")
+    if type(call_id) is not str or not call_id:
+        raise field_error(
+            f"messages[{i}].tool_call_id",
+            "a tool message needs 'tool_call_id': the id of the call it answers, from "
+            f"the assistant message right before it; got {shown(call_id)}.",
+        )
+    return call_id
+
+
+def _result_name(item: dict[str, Any], i: int) -> str:
+    name = item.get("name")
+    if type(name) is not str or not name:
+        raise field_error(
+            f"messages[{i}].name",
+            "a tool_result message needs 'name': the name of the tool_request it answers; "
+            f"got {shown(name)}.",
+        )
+    return name
+
+
+def _pop_by_name(pending: dict[str, ToolCall], name: str) -> ToolCall | None:
+    for call_id, call in pending.items():
+        if call.name == name:
+            del pending[call_id]
+            return call
+    return None
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+def field_error(param: str, message: str, *, code: str | None = None) -> GatewayError:
+    """A 400 about one request field: `param` is named in the message and the error."""
+    return GatewayError(400, f"{param}: {message}", param=param, code=code)
+
+
+def shown(value: Any) -> str:
+    """A value as quoted in an error message: a short string in quotes, else its type."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else repr(value[:40] + "…")
+    return json_type(value)
+
+
+def _choices(values: Sequence[str]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+def _role_error(role: Any, i: int, tool_request: bool) -> GatewayError:
+    param = f"messages[{i}].role"
+    if role == "function":
+        return field_error(
+            param,
+            "the legacy 'function' role is not supported; answer a call with "
+            '{"role": "tool", "tool_call_id": "<the call\'s id>", "content": ...} right '
+            "after the assistant message that made it.",
+            code="unsupported_role",
+        )
+    if role == "tool_result":
+        return field_error(
+            param,
+            "'tool_result' messages belong to the tool_request dialect, which this "
+            'gateway does not use; send {"role": "tool", "tool_call_id": ..., '
+            '"content": ...}, or set `dialect: tool_request` in the gateway config.',
+            code="unsupported_role",
+        )
+    roles = (*ROLES, "tool_result") if tool_request else ROLES
+    got = "is missing" if role is None else f"is {shown(role)}"
+    return field_error(param, f"the role {got}; use one of {_choices(roles)}.", code="invalid_role")
+
+
+def _orphan(
+    i: int,
+    role: str,
+    key: str,
+    opened_by: int,
+    made_by: Mapping[str, int],
+    answered_by: Mapping[str, int],
+) -> GatewayError:
+    if role == "tool_result":
+        param = f"messages[{i}].name"
+        what = f"the tool_result for {key!r}"
+        why = "no tool_request of that name is waiting for its result right before it"
+    else:
+        param = f"messages[{i}].tool_call_id"
+        what = f"the tool result for call {key!r}"
+        if key in answered_by and made_by.get(key) == opened_by:
+            why = f"messages[{answered_by[key]}] already answered that call"
+        elif key in made_by:
+            why = (
+                f"that call was made by messages[{made_by[key]}], and a result must "
+                "directly follow the assistant message that made the call"
+            )
+        else:
+            why = "no assistant message before it made a call with that id"
+    return field_error(
+        param,
+        f"{what} answers no pending call: {why}. Send each result once, in the run of "
+        "tool messages right after the assistant message with the call, or remove it "
+        "(strict_tool_results is on, so orphan results are refused rather than dropped).",
+        code="orphan_tool_result",
+    )
+
+
+def _missing(
+    pending: Mapping[str, ToolCall], opened_by: int, opener: Any, *, before: int | None
+) -> GatewayError:
+    call = next(iter(pending.values()))
+    where = f"before messages[{before}]" if before is not None else "at the end of the request"
+    raw_calls = opener.get("tool_calls") if type(opener) is dict else None
+    if raw_calls is None:
+        # A tool_request message: it is answered by name.
+        param = f"messages[{opened_by}].content"
+        advice = (
+            f'send {{"role": "tool_result", "name": "{call.name}", "content": ...}} right after it'
+        )
+    else:
+        n = next(n for n, entry in enumerate(raw_calls) if entry.get("id") == call.id)
+        param = f"messages[{opened_by}].tool_calls[{n}].id"
+        advice = (
+            f'send {{"role": "tool", "tool_call_id": "{call.id}", "content": ...}} in the '
+            "tool messages right after it"
+        )
+    return field_error(
+        param,
+        f"the call {call.id!r} of tool {call.name!r} has no result {where}; every call "
+        f"needs one: {advice} (or remove the call).",
+        code="missing_tool_result",
+    )
