@@ -55,6 +55,8 @@ class ReceivedRequest:
     headers: dict[str, str]
     body: bytes
     json: Any
+    client_port: int | None = None
+    """The client's source port: equal ports mean one reused connection."""
 
 
 @dataclass
@@ -384,7 +386,11 @@ class FakeAnthropicServer:
         except ValueError:
             parsed = None
         received = ReceivedRequest(
-            path=request.url.path, headers=dict(request.headers), body=body, json=parsed
+            path=request.url.path,
+            headers=dict(request.headers),
+            body=body,
+            json=parsed,
+            client_port=request.client.port if request.client else None,
         )
         with self._lock:
             self.requests.append(received)

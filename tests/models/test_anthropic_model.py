@@ -238,6 +238,18 @@ async def test_given_http_client_is_used_and_not_closed(server: FakeAnthropicSer
         assert not client.is_closed
 
 
+async def test_streams_leave_the_pooled_connection_reusable(
+    server: FakeAnthropicServer,
+) -> None:
+    server.reply(sse(events("a", chunk=1)), sse(events("b")), message("c"))
+    async with httpx.AsyncClient() as client:
+        model = make_model(server, http_client=client)
+        assert final(await collect(model)).message.content == "a"
+        assert final(await collect(model)).message.content == "b"
+        assert (await model.complete([], [])).message.content == "c"
+    assert len({r.client_port for r in server.requests}) == 1
+
+
 async def test_async_with_pools_one_client(server: FakeAnthropicServer) -> None:
     server.reply(message("a"), sse(events("b")))
     async with make_model(server) as model:

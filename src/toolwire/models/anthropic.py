@@ -146,10 +146,12 @@ class AnthropicModel:
                         yield event
                     return
                 async for data in _sse_data(response.aiter_lines()):
+                    if assembler.done:
+                        # Read to the end of the body (Anthropic closes it right after
+                        # message_stop) so the pooled connection can serve the next request.
+                        continue
                     for delta in assembler.feed(_decode(data)):
                         yield delta
-                    if assembler.done:
-                        break
             except httpx.HTTPError as exc:
                 raise self._cut(exc) from None
             except wire.UpstreamError as exc:
