@@ -19,12 +19,14 @@ MODEL = "gpt"
 UPSTREAM_MODEL = "gpt-4o"
 
 
+def native_upstream(base_url: str) -> dict[str, Any]:
+    """The `upstream` section for the fake OpenAI server, tool calls `native`."""
+    return {"kind": "openai", "base_url": base_url, "models": {MODEL: UPSTREAM_MODEL}}
+
+
 def native_config(base_url: str, **sections: Any) -> GatewayConfig:
-    """A gateway in front of the fake OpenAI server, tool calls `native`."""
-    return config_with(
-        upstream={"kind": "openai", "base_url": base_url, "models": {MODEL: UPSTREAM_MODEL}},
-        **sections,
-    )
+    """A gateway in front of the fake OpenAI server, without server tools."""
+    return config_with(upstream=native_upstream(base_url), **sections)
 
 
 def sdk(server: LiveServer, key: str = "sk-anything") -> openai.OpenAI:
