@@ -449,10 +449,11 @@ async def test_529_overloaded_is_retried_then_reported(server: FakeAnthropicServ
 async def test_429_with_a_short_retry_after_is_retried(server: FakeAnthropicServer) -> None:
     server.reply(
         error(429, "slow down", type="rate_limit_error", headers={"retry-after": "0"}),
+        error(429, "slow down", type="rate_limit_error", headers={"retry-after-ms": "10"}),
         message("ok"),
     )
     assert (await make_model(server).complete([], [])).message.content == "ok"
-    assert len(server.requests) == 2
+    assert len(server.requests) == 3
 
 
 async def test_a_long_retry_after_or_should_retry_false_is_not_waited_for(
@@ -477,6 +478,28 @@ async def test_mid_stream_drop_is_an_error_and_not_retried(server: FakeAnthropic
     assert str(err).startswith(f"The model at {server.base_url} ended mid-answer: ")
     assert len(server.requests) == 1
     assert server.pending == 1
+
+
+async def test_a_stream_failing_before_any_delta_starts_over(server: FakeAnthropicServer) -> None:
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    server.reply(
+        sse(events("lost", chunk=1), drop_after=2),  # message_start and ping, then cut
+        sse([*events("x")[:2], overloaded]),  # Anthropic's overload inside a 200 stream
+        sse(events("fine", chunk=2)),
+    )
+    got = await collect(make_model(server))
+    assert got[:-1] == [ContentDelta("fi"), ContentDelta("ne")]
+    assert final(got).message.content == "fine"
+    assert len(server.requests) == 3
+
+
+async def test_a_stream_failing_before_any_delta_out_of_retries(
+    server: FakeAnthropicServer,
+) -> None:
+    server.reply(sse(events("lost"), drop_after=1), sse(events("never")))
+    err = await expect_error(make_model(server, retries=0), stream=True)
+    assert "ended mid-answer" in str(err)
+    assert len(server.requests) == 1
 
 
 async def test_stream_ending_without_message_stop_is_an_error(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any, Final
 
@@ -22,12 +24,21 @@ from toolwire.tools.tool import Tool
 __all__ = ["AnthropicModel"]
 
 DEFAULT_HINT = "Check the base URL and the network."
-MAX_RETRY_AFTER: Final = 10.0
-"""A `Retry-After` longer than this many seconds is not waited for: the error is raised."""
+MAX_RETRY_AFTER: Final = 5.0
+"""The longest `Retry-After` honoured (seconds); an upstream asking for more is not retried
+and its error goes to the caller at once."""
+
+_MAX_BACKOFF: Final = 8.0
+_DRAIN_SECONDS: Final = 1.0
 
 _RETRY_TRANSPORT: Final = (httpx.NetworkError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
-"""Failures before any answer: the request can be sent again (a read timeout cannot, since
-the upstream may still be working on it)."""
+"""Failures before any response: the request can be sent again. A pooled keep-alive
+connection the upstream closed just as it was reused shows up as one of these. Read timeouts
+are not here: the upstream may still be working on the request."""
+
+
+class _EndedMidAnswer(Exception):
+    """The stream ended without `message_stop`."""
 
 
 class AnthropicModel:
@@ -36,9 +47,13 @@ class AnthropicModel:
     Requests and answers are translated both ways: system messages become the top-level
     `system`, tool calls and results become `tool_use` / `tool_result` blocks, thinking
     becomes reasoning, and tool-call ids are rewritten to Anthropic's character set and
-    mapped back. Every failure is raised as a `ModelError` whose text is one readable line;
-    connection errors, 429, 5xx and 529 (overloaded) are retried with exponential backoff
-    while no answer has started, `retries` times.
+    mapped back. Every failure is raised as a `ModelError` whose text is one readable line.
+
+    Connection errors, 429, 5xx and 529 (overloaded, also when reported as an `error` event
+    of a stream) are retried `retries` times with exponential backoff and jitter, honouring
+    a `Retry-After` of up to `MAX_RETRY_AFTER` seconds, but only while no part of the answer
+    has reached the caller: once a delta was yielded, a failure ends the stream with a
+    `ModelError` ("ended mid-answer"), never a silent truncation.
 
     Args:
         base_url: The API root, e.g. `https://api.anthropic.com` (a trailing `/v1` or
@@ -114,7 +129,7 @@ class AnthropicModel:
             self.model, messages, tools, settings, ids=ids, max_tokens=self.max_tokens
         )
         async with self._http() as client:
-            response = await self._send(client, orjson.dumps(body), self._headers)
+            response, _ = await self._send(client, orjson.dumps(body), self._headers)
             try:
                 content = await response.aread()
             except httpx.HTTPError as exc:
@@ -133,40 +148,52 @@ class AnthropicModel:
         body = wire.build_request(
             self.model, messages, tools, settings, ids=ids, max_tokens=self.max_tokens, stream=True
         )
+        content = orjson.dumps(body)
         headers = {**self._headers, "accept": "text/event-stream"}
-        assembler = wire.MessageStreamAssembler(ids)
         async with self._http() as client:
-            response = await self._send(client, orjson.dumps(body), headers)
-            try:
-                ctype = response.headers.get("content-type", "")
-                if "text/event-stream" not in ctype and "json" in ctype:
-                    # The server ignored stream=true and answered in one piece.
-                    whole = self._parse_whole(await response.aread(), ids)
-                    for event in _as_events(whole):
-                        yield event
-                    return
-                async for data in _sse_data(response.aiter_lines()):
-                    if assembler.done:
-                        # Read to the end of the body (Anthropic closes it right after
-                        # message_stop) so the pooled connection can serve the next request.
-                        continue
-                    for delta in assembler.feed(_decode(data)):
-                        yield delta
-            except httpx.HTTPError as exc:
-                raise self._cut(exc) from None
-            except wire.UpstreamError as exc:
-                raise self._upstream(exc) from None
-            except wire.WireError as exc:
-                raise self._malformed(str(exc)) from None
-            finally:
-                await response.aclose()
-        if not assembler.done:
-            raise ModelError(
-                f"The model at {self.base_url} ended mid-answer: the stream closed before "
-                "message_stop.",
-                retryable=True,
-            )
-        yield assembler.finish()
+            attempt = 0
+            while True:
+                response, attempt = await self._send(client, content, headers, attempt)
+                assembler = wire.MessageStreamAssembler(ids)
+                events: AsyncGenerator[str, None] | None = None
+                yielded = False
+                try:
+                    ctype = response.headers.get("content-type", "")
+                    if "text/event-stream" not in ctype and "json" in ctype:
+                        # The server ignored stream=true and answered in one piece.
+                        try:
+                            whole = await response.aread()
+                        except httpx.HTTPError as exc:
+                            raise self._cut(exc) from None
+                        for event in _as_events(self._parse_whole(whole, ids)):
+                            yield event
+                        return
+                    events = _sse_data(response.aiter_lines())
+                    try:
+                        async for data in events:
+                            for delta in assembler.feed(_decode(data)):
+                                yielded = True
+                                yield delta
+                            if assembler.done:
+                                break
+                        if not assembler.done:
+                            raise _EndedMidAnswer
+                    except (httpx.HTTPError, _EndedMidAnswer, wire.UpstreamError) as exc:
+                        # While nothing has reached the caller, the answer can start over.
+                        if yielded or attempt >= self.retries or not _retry_midway(exc):
+                            raise self._stream_error(exc) from None
+                    except wire.WireError as exc:
+                        raise self._malformed(str(exc)) from None
+                    else:
+                        yield assembler.finish()
+                        await _drain(events)
+                        return
+                finally:
+                    if events is not None:
+                        await events.aclose()
+                    await response.aclose()
+                await asyncio.sleep(self._backoff(attempt))
+                attempt += 1
 
     async def aclose(self) -> None:
         """Close the HTTP client this model owns (not one passed as `http_client`)."""
@@ -205,11 +232,19 @@ class AnthropicModel:
         return httpx.AsyncClient(timeout=self._timeout)
 
     async def _send(
-        self, client: httpx.AsyncClient, content: bytes, headers: Mapping[str, str]
-    ) -> httpx.Response:
+        self,
+        client: httpx.AsyncClient,
+        content: bytes,
+        headers: Mapping[str, str],
+        attempt: int = 0,
+    ) -> tuple[httpx.Response, int]:
         """POST the request until a successful answer starts (status < 400), retrying what
-        can be retried. The returned response is open: the caller reads and closes it."""
-        attempt = 0
+        can be retried while `attempt < self.retries`. The returned response is open (the
+        caller reads and closes it), with the attempt number reached.
+
+        Raises:
+            ModelError: Out of retries, or a failure that is not retried.
+        """
         while True:
             try:
                 request = client.build_request(
@@ -218,10 +253,10 @@ class AnthropicModel:
                 response = await client.send(request, stream=True)
             except httpx.HTTPError as exc:
                 error = self._transport_error(exc)
-                delay = self._retry_delay(attempt) if isinstance(exc, _RETRY_TRANSPORT) else None
+                delay = self._backoff(attempt) if isinstance(exc, _RETRY_TRANSPORT) else None
             else:
                 if response.status_code < 400:
-                    return response
+                    return response, attempt
                 try:
                     data = await response.aread()
                 except httpx.HTTPError:
@@ -235,19 +270,31 @@ class AnthropicModel:
             attempt += 1
             await asyncio.sleep(delay)
 
-    def _retry_delay(self, attempt: int, headers: httpx.Headers | None = None) -> float | None:
-        """Seconds to wait before retry number `attempt + 1`; `None` not to retry."""
-        delay = self.retry_backoff * 2.0**attempt * random.uniform(0.75, 1.25)
-        if headers is None:
-            return delay
-        if headers.get("x-should-retry", "").lower() == "false":
+    def _backoff(self, attempt: int) -> float:
+        delay = self.retry_backoff * 2.0**attempt * random.uniform(0.5, 1.5)
+        return min(delay, _MAX_BACKOFF)
+
+    def _retry_delay(self, attempt: int, headers: httpx.Headers) -> float | None:
+        """Seconds to wait before the next attempt; `None` not to retry."""
+        # Anthropic's own hint; its SDKs follow it too.
+        should = headers.get("x-should-retry", "").lower()
+        if should == "false":
             return None
-        after = _seconds(headers.get("retry-after"))
-        if after is not None:
-            if after > MAX_RETRY_AFTER:
-                return None
-            delay = max(delay, after)
-        return delay
+        after = _retry_after(headers)
+        if after is None:
+            return self._backoff(attempt)
+        return after if after <= MAX_RETRY_AFTER else None
+
+    def _stream_error(self, exc: Exception) -> ModelError:
+        if isinstance(exc, wire.UpstreamError):
+            return self._upstream(exc)
+        if isinstance(exc, httpx.HTTPError):
+            return self._cut(exc)
+        return ModelError(
+            f"The model at {self.base_url} ended mid-answer: the stream closed before "
+            "message_stop.",
+            retryable=True,
+        )
 
     def _parse_whole(self, content: bytes, ids: IdMap) -> ModelResponse:
         try:
@@ -357,7 +404,7 @@ def _as_events(response: ModelResponse) -> list[ModelStreamEvent]:
     return events
 
 
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
+async def _sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
     """The `data` of each server-sent event (multi-line data joined with newlines).
 
     Anthropic's events also carry an `event:` name; the data repeats it as `type`."""
@@ -375,6 +422,26 @@ async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
         yield "\n".join(buf)
 
 
+def _retry_midway(exc: Exception) -> bool:
+    """Whether a failure of a started stream (before any delta was yielded) is retried."""
+    if isinstance(exc, wire.UpstreamError):
+        # Anthropic reports overload as an error event in a 200 stream.
+        return exc.status is not None and (exc.status == 429 or exc.status >= 500)
+    return isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | _EndedMidAnswer)
+
+
+async def _drain(events: AsyncIterator[str]) -> None:
+    """Read what follows `message_stop` (normally just the end of the body), so the
+    connection goes back to the pool instead of being closed. Gives up after a moment: a
+    server that keeps the stream open costs a connection, not a hang."""
+    try:
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for _ in events:
+                pass
+    except (httpx.HTTPError, TimeoutError):
+        pass
+
+
 def _decode(data: str) -> Any:
     try:
         return orjson.loads(data)
@@ -382,14 +449,28 @@ def _decode(data: str) -> Any:
         raise wire.WireError(f"a stream event is not JSON: {_snippet(data.encode())}") from None
 
 
-def _seconds(value: str | None) -> float | None:
-    if value is None:
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """The wait an upstream asked for (`retry-after-ms`, `Retry-After` seconds or date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
         return None
     try:
-        seconds = float(value)
+        return max(0.0, float(value))
     except ValueError:
-        return None  # an HTTP date: treated as absent
-    return seconds if seconds >= 0 else None
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _connect_reason(exc: httpx.ConnectError) -> str:
