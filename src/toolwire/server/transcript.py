@@ -158,10 +158,12 @@ def _user(item: dict[str, Any], i: int) -> UserMessage:
             texts.append(_part_text(part, where))
             continue
         if kind not in _PART_PAYLOADS:
+            is_object = type(part) is dict
+            got = shown(kind) if is_object else json_type(part)
             raise field_error(
-                f"{where}.type" if type(part) is dict else where,
+                f"{where}.type" if is_object else where,
                 f"a user content part must be an object whose 'type' is one of "
-                f"{_choices(USER_PART_TYPES)}; got {shown(kind) if type(part) is dict else json_type(part)}.",
+                f"{_choices(USER_PART_TYPES)}; got {got}.",
             )
         payload = part.get(kind)
         required = _PART_PAYLOADS[kind]
