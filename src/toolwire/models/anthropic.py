@@ -89,7 +89,7 @@ class AnthropicModel:
         anthropic_version: str = "2023-06-01",
         connect_hint: str = DEFAULT_HINT,
     ) -> None:
-        base = base_url.strip().rstrip("/").removesuffix("/messages").removesuffix("/v1")
+        base = base_url.strip().rstrip("/").removesuffix("/v1/messages").removesuffix("/v1")
         self.base_url = base
         self.model = model
         self.max_tokens = max_tokens
