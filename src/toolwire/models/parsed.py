@@ -203,10 +203,15 @@ async def complete_turn(
     """One non-streamed answer of `inner` through `turn`, in the order a stream brings it:
     reasoning, content, then native calls."""
     response = await inner.complete(messages, tools, settings)
-    if response.message.reasoning:
-        turn.feed(ReasoningDelta(response.message.reasoning))
-    if response.message.content:
-        turn.feed(ContentDelta(response.message.content))
+    message = response.message
+    if message.reasoning:
+        turn.feed(ReasoningDelta(message.reasoning))
+    if message.content:
+        turn.feed(ContentDelta(message.content))
+    # Native calls before the parser's end, as in a stream: a parsed call completed only
+    # by the end of the output is numbered after them there too.
+    for i, call in enumerate(message.tool_calls):
+        turn.feed(ToolCallStart(i, call.id, call.name))
     return turn.finish(response)[1]
 
 
