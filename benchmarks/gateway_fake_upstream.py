@@ -1,0 +1,237 @@
+"""An instant, cheap OpenAI-compatible upstream for `bench_gateway.py`.
+
+Run: `python benchmarks/gateway_fake_upstream.py [--port 0] [--hermes-kb 128]`
+Prints `listening on <port>` once it accepts connections, then serves until killed.
+
+Raw asyncio (`asyncio.Protocol`), HTTP/1.1 keep-alive, and every response built once at
+start-up, so that the upstream costs a few µs per request and the figures measure the
+gateway, not the fake. `POST .../chat/completions` answers by the request body:
+
+- `"stream": true` → a 20-chunk SSE stream (chunked transfer encoding, one HTTP chunk per
+  event, all written at once), then `data: [DONE]`;
+- otherwise → one small `chat.completion` JSON;
+- a model whose name contains `hermes` → the `parse:hermes` scenario: the content is
+  `<tool_call>{"name": "write_file", "arguments": {...}}</tool_call>` as raw text, with a
+  string argument of `--hermes-kb` KB, streamed in 1-character deltas.
+
+`GET /healthz` and `GET /v1/models` answer 200. Everything else is 404.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import socket
+import sys
+from typing import Final
+
+MODEL: Final = "fake-model"
+STREAM_CHUNKS: Final = 20
+HERMES_TOOL: Final = "write_file"
+HERMES_PATH: Final = "notes.txt"
+_STREAM_FIELD: Final = re.compile(rb'"stream"\s*:\s*true')
+_MODEL_FIELD: Final = re.compile(rb'"model"\s*:\s*"([^"]*)"')
+
+
+def hermes_text(kb: int) -> str:
+    """The raw Hermes text of the `parse:hermes` scenario (the whole model output).
+
+    Args:
+        kb: Size of the `content` string argument in KB (1024 characters each).
+    """
+    arguments = {"path": HERMES_PATH, "content": hermes_argument(kb)}
+    call = json.dumps({"name": HERMES_TOOL, "arguments": arguments})
+    return f"<tool_call>\n{call}\n</tool_call>"
+
+
+def hermes_argument(kb: int) -> str:
+    """The `content` argument of the Hermes call: printable text with quotes and newlines,
+    so the parser has escapes to handle, not just letters."""
+    line = 'line "quoted" and plain text, 0123456789 abcdefghijklmnopqrstuvwxyz\n'
+    size = kb * 1024
+    return (line * (size // len(line) + 1))[:size]
+
+
+def _head(status: str, content_type: str, length: int | None) -> bytes:
+    framing = f"content-length: {length}" if length is not None else "transfer-encoding: chunked"
+    return (
+        f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\n{framing}\r\n"
+        "connection: keep-alive\r\n\r\n"
+    ).encode()
+
+
+def _json_response(payload: object, status: str = "200 OK") -> bytes:
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    return _head(status, "application/json", len(body)) + body
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _sse(events: list[dict[str, object]]) -> bytes:
+    parts = [_head("200 OK", "text/event-stream", None)]
+    for event in events:
+        parts.append(
+            _chunk(b"data: " + json.dumps(event, separators=(",", ":")).encode() + b"\n\n")
+        )
+    parts.append(_chunk(b"data: [DONE]\n\n"))
+    parts.append(b"0\r\n\r\n")
+    return b"".join(parts)
+
+
+def _chunk_event(model: str, delta: dict[str, object], finish: str | None) -> dict[str, object]:
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1700000000,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+
+
+def build_responses(hermes_kb: int) -> dict[str, bytes]:
+    """Every response, serialised once: `plain`, `stream`, `hermes`, `hermes_plain`,
+    `models`, `healthz`, `not_found`."""
+    usage = {"prompt_tokens": 12, "completion_tokens": 20, "total_tokens": 32}
+    completion = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "The answer is 42.", "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": usage,
+    }
+    stream_events = [_chunk_event(MODEL, {"role": "assistant", "content": "tok0 "}, None)]
+    stream_events += [
+        _chunk_event(MODEL, {"content": f"tok{i} "}, None) for i in range(1, STREAM_CHUNKS - 1)
+    ]
+    stream_events.append(_chunk_event(MODEL, {"content": "end."}, "stop"))
+
+    text = hermes_text(hermes_kb)
+    # One event per character; serialising 130 000 events takes a moment, once.
+    hermes_model = "fake-hermes"
+    hermes_events = [_chunk_event(hermes_model, {"role": "assistant", "content": ""}, None)]
+    hermes_events += [_chunk_event(hermes_model, {"content": ch}, None) for ch in text]
+    hermes_events.append(_chunk_event(hermes_model, {}, "stop"))
+    hermes_plain = json.loads(json.dumps(completion))
+    hermes_plain["model"] = hermes_model
+    hermes_plain["choices"][0]["message"]["content"] = text
+
+    return {
+        "plain": _json_response(completion),
+        "stream": _sse(stream_events),
+        "hermes": _sse(hermes_events),
+        "hermes_plain": _json_response(hermes_plain),
+        "models": _json_response(
+            {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "bench"}]}
+        ),
+        "healthz": _json_response({"status": "ok"}),
+        "not_found": _json_response(
+            {"error": {"message": "not found", "type": "invalid_request_error"}}, "404 Not Found"
+        ),
+    }
+
+
+class UpstreamProtocol(asyncio.Protocol):
+    """One keep-alive connection: parse requests as they arrive, answer each at once."""
+
+    def __init__(self, responses: dict[str, bytes]) -> None:
+        self._responses = responses
+        self._buffer = bytearray()
+        self._transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        while self._transport is not None:
+            end = self._buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = bytes(self._buffer[:end]).decode("latin-1")
+            lines = head.split("\r\n")
+            length = 0
+            close = False
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                name = name.strip().lower()
+                if name == "content-length":
+                    length = int(value)
+                elif name == "connection" and value.strip().lower() == "close":
+                    close = True
+                elif name == "transfer-encoding":
+                    self._transport.write(
+                        _json_response({"error": "send a content-length"}, "411 Length Required")
+                    )
+                    self._transport.close()
+                    return
+            if len(self._buffer) < end + 4 + length:
+                return
+            body = bytes(self._buffer[end + 4 : end + 4 + length])
+            del self._buffer[: end + 4 + length]
+            self._transport.write(self._answer(lines[0], body))
+            if close:
+                self._transport.close()
+                return
+
+    def _answer(self, request_line: str, body: bytes) -> bytes:
+        method, _, rest = request_line.partition(" ")
+        path = rest.partition(" ")[0].partition("?")[0]
+        if method == "POST" and path.endswith("/chat/completions"):
+            found = _MODEL_FIELD.search(body)
+            hermes = found is not None and b"hermes" in found.group(1)
+            stream = _STREAM_FIELD.search(body) is not None
+            if hermes:
+                return self._responses["hermes" if stream else "hermes_plain"]
+            return self._responses["stream" if stream else "plain"]
+        if method == "GET" and path.endswith("/models"):
+            return self._responses["models"]
+        if method == "GET" and path in ("/healthz", "/health"):
+            return self._responses["healthz"]
+        return self._responses["not_found"]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+
+
+async def serve(host: str, port: int, hermes_kb: int) -> None:
+    responses = build_responses(hermes_kb)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(
+        lambda: UpstreamProtocol(responses), host, port, backlog=1024, reuse_address=True
+    )
+    bound = server.sockets[0].getsockname()[1]
+    print(f"listening on {bound}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
+    parser.add_argument("--hermes-kb", type=int, default=128, help="size of the Hermes argument")
+    args = parser.parse_args()
+    try:
+        asyncio.run(serve(args.host, args.port, args.hermes_kb))
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
