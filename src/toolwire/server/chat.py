@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from starlette.requests import Request
@@ -88,7 +88,7 @@ async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext)
         if use_agent:
             body = _agent_stream(gateway, chat, ctx, writer)
         else:
-            body = _direct_stream(model, chat, writer)
+            body = _direct_stream(model, chat, writer, gateway.redact)
         # Wait for the upstream's first event before answering, so a failure that happens
         # before anything was streamed still gets a real HTTP status.
         first = await _first(body)
@@ -100,7 +100,7 @@ async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext)
     if use_agent:
         payload = await _unless_disconnected(request, _agent_complete(gateway, chat, ctx))
     else:
-        payload = await _unless_disconnected(request, _direct_complete(model, chat))
+        payload = await _unless_disconnected(request, _direct_complete(model, chat, gateway.redact))
     from toolwire.server.app import json_response
 
     return json_response(payload, headers=headers)
@@ -109,11 +109,13 @@ async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext)
 # --- direct: one model turn ----------------------------------------------------------------
 
 
-async def _direct_complete(model: Model, chat: ChatRequest) -> dict[str, Any]:
+async def _direct_complete(
+    model: Model, chat: ChatRequest, redact: Callable[[str], str]
+) -> dict[str, Any]:
     try:
         response = await model.complete(chat.messages, chat.tools, chat.settings)
     except ModelError as exc:
-        raise upstream_error(exc) from None
+        raise upstream_error(exc, redact) from None
     return completion_body(
         id=new_completion_id(),
         model=chat.model,
@@ -124,7 +126,7 @@ async def _direct_complete(model: Model, chat: ChatRequest) -> dict[str, Any]:
 
 
 async def _direct_stream(
-    model: Model, chat: ChatRequest, writer: ChunkWriter
+    model: Model, chat: ChatRequest, writer: ChunkWriter, redact: Callable[[str], str]
 ) -> AsyncIterator[bytes]:
     events = model.stream(chat.messages, chat.tools, chat.settings)
     opened = False
@@ -152,9 +154,9 @@ async def _direct_stream(
                 return
     except ModelError as exc:
         if not opened:
-            raise upstream_error(exc) from None
-        logger.warning("upstream failed mid-stream: %s", exc)
-        yield writer.error(_error_payload(exc))
+            raise upstream_error(exc, redact) from None
+        logger.warning("upstream failed mid-stream: %s", redact(str(exc)))
+        yield writer.error(_error_payload(exc, redact))
         yield DONE
         return
     finally:
@@ -176,7 +178,7 @@ async def _agent_complete(gateway: Gateway, chat: ChatRequest, ctx: ToolContext)
             chat.messages, ctx, settings=chat.settings, client_tools=chat.tools
         )
     except ModelError as exc:
-        raise upstream_error(exc) from None
+        raise upstream_error(exc, gateway.redact) from None
     message, finish = _final_message(result)
     return completion_body(
         id=new_completion_id(),
@@ -200,9 +202,9 @@ async def _agent_stream(
                 if event.exception is not None:
                     exc = event.exception
                     if not opened and isinstance(exc, ModelError):
-                        raise upstream_error(exc)
-                    logger.warning("run failed mid-stream: %s", event.error)
-                    yield writer.error(_failure_payload(exc))
+                        raise upstream_error(exc, gateway.redact)
+                    logger.warning("run failed mid-stream: %s", gateway.redact(event.error or ""))
+                    yield writer.error(_failure_payload(exc, gateway.redact))
                     yield DONE
                     return
                 if not opened:
@@ -306,30 +308,31 @@ def _run_extension(result: RunResult) -> dict[str, Any]:
 # --- errors -------------------------------------------------------------------------------
 
 
-def upstream_error(exc: ModelError) -> GatewayError:
+def upstream_error(exc: ModelError, redact: Callable[[str], str] = str) -> GatewayError:
     """A `ModelError` as the gateway's answer: an upstream 4xx relayed with its status and
-    body, anything else (unreachable, 5xx after retries) a 502."""
+    body, anything else (unreachable, 5xx after retries) a 502. `redact` masks the upstream
+    key in the message (an upstream may echo it)."""
     status = exc.status
     body = exc.body or {}
     if status is not None and 400 <= status < 500:
         return GatewayError(
             status,
-            str(body.get("message") or exc),
+            redact(str(body.get("message") or exc)),
             type=str(body.get("type") or "invalid_request_error"),
             param=_opt_str(body.get("param")),
             code=_opt_str(body.get("code")),
         )
-    return GatewayError(502, str(exc), type="upstream_error", code="upstream_unavailable")
+    return GatewayError(502, redact(str(exc)), type="upstream_error", code="upstream_unavailable")
 
 
-def _error_payload(exc: ModelError) -> dict[str, Any]:
-    error = upstream_error(exc)
+def _error_payload(exc: ModelError, redact: Callable[[str], str]) -> dict[str, Any]:
+    error = upstream_error(exc, redact)
     return error_body(error.message, type=error.type, param=error.param, code=error.code)
 
 
-def _failure_payload(exc: BaseException) -> dict[str, Any]:
+def _failure_payload(exc: BaseException, redact: Callable[[str], str]) -> dict[str, Any]:
     if isinstance(exc, ModelError):
-        return _error_payload(exc)
+        return _error_payload(exc, redact)
     return error_body(
         "The gateway failed while running the request; see its log.", type="server_error"
     )

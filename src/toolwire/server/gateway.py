@@ -147,6 +147,15 @@ class Gateway:
             for public, model in self.models.items()
         }
 
+    def redact(self, text: str) -> str:
+        """`text` with the upstream key masked: some upstreams echo the key they were sent
+        (in an authentication error, say), and the gateway must never pass it on."""
+        key = self._upstream_key
+        # A very short key (a placeholder like "x") would mask ordinary text.
+        if key is None or len(key) < 8 or key not in text:
+            return text
+        return text.replace(key, "[redacted]")
+
     def context(self, key: GatewayKey | None, token: str | None) -> ToolContext:
         """The `ToolContext` of one request made with `key` (and its bearer `token`)."""
         return ToolContext(
