@@ -9,10 +9,11 @@ from typing import Any
 import httpx
 import openai
 from live import LiveServer
-from openai.types.chat import ChatCompletionFunctionToolParam
-from server_support import config_with
-
-from toolwire.server import GatewayConfig
+from openai.types.chat import (
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessage,
+    ChatCompletionMessageFunctionToolCall,
+)
 
 MODEL = "gpt"
 """The public model id the gateway routes to `UPSTREAM_MODEL`."""
@@ -24,9 +25,15 @@ def native_upstream(base_url: str) -> dict[str, Any]:
     return {"kind": "openai", "base_url": base_url, "models": {MODEL: UPSTREAM_MODEL}}
 
 
-def native_config(base_url: str, **sections: Any) -> GatewayConfig:
-    """A gateway in front of the fake OpenAI server, without server tools."""
-    return config_with(upstream=native_upstream(base_url), **sections)
+def function_calls(message: ChatCompletionMessage) -> list[ChatCompletionMessageFunctionToolCall]:
+    """The message's tool calls, each checked to be a function call."""
+    calls = message.tool_calls
+    assert calls is not None, "the message has no tool_calls"
+    out = []
+    for call in calls:
+        assert isinstance(call, ChatCompletionMessageFunctionToolCall), call
+        out.append(call)
+    return out
 
 
 def sdk(server: LiveServer, key: str = "sk-anything") -> openai.OpenAI:

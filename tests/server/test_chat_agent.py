@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import openai
 import pytest
@@ -20,6 +20,7 @@ from chat_support import (
     async_sdk,
     extensions,
     finish_reasons,
+    function_calls,
     native_upstream,
     raw_stream,
     sdk,
@@ -201,6 +202,66 @@ def test_a_named_server_tool_choice_applies_to_the_first_turn(
     assert second.json["tool_choice"] == "auto"
 
 
+def test_streamed_usage_adds_up_every_turn(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    openai_server.reply(
+        sse([*_call_sse([ADD_CALL]), delta(usage={"prompt_tokens": 4, "completion_tokens": 1})]),
+        sse([*_text_sse("5."), delta(usage={"prompt_tokens": 6, "completion_tokens": 2})]),
+    )
+    body = {"model": MODEL, "messages": ADD, "stream_options": {"include_usage": True}}
+    _, chunks = raw_stream(server, body, key=ALICE_KEY)
+    last = chunks[-1]
+    assert last["choices"] == []
+    assert last["usage"] == {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
+    assert sum("usage" in c for c in chunks) == 1
+
+
+@pytest.mark.parametrize("choice", ["none", "auto", "required"])
+def test_tool_choice_reaches_the_upstream_with_the_server_tools(
+    server: LiveServer, openai_server: FakeOpenAIServer, choice: Literal["none", "auto", "required"]
+) -> None:
+    openai_server.reply(completion("No tools needed."))
+    with sdk(server, ALICE_KEY) as client:
+        response = client.chat.completions.create(
+            model=MODEL, messages=ADD, tools=[WEATHER], tool_choice=choice
+        )
+    assert response.choices[0].message.content == "No tools needed."
+    sent = openai_server.last.json
+    assert sent["tool_choice"] == choice
+    assert [t["function"]["name"] for t in sent["tools"]] == [*SERVER_TOOLS, "get_weather"]
+
+
+def test_client_tool_results_continue_the_conversation(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    openai_server.reply(completion("Sunny in Lisbon, and 2 + 3 = 5."))
+    history: list[ChatCompletionMessageParam] = [
+        *WEATHER_AND_ADD,
+        {
+            "role": "assistant",
+            "content": "On it.",
+            "tool_calls": [
+                {
+                    "id": "call_weather",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_weather", "content": "Sunny"},
+    ]
+    with sdk(server, ALICE_KEY) as client:
+        response = client.chat.completions.create(model=MODEL, messages=history, tools=[WEATHER])
+    assert response.choices[0].message.content == "Sunny in Lisbon, and 2 + 3 = 5."
+    assert response.choices[0].finish_reason == "stop"
+    assert (response.model_extra or {})["toolwire"]["tool_calls"] == []
+    sent = openai_server.last.json["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert sent[1]["tool_calls"][0]["id"] == "call_weather"
+    assert (sent[2]["tool_call_id"], sent[2]["content"]) == ("call_weather", "Sunny")
+
+
 # --- server and client tools in one turn ----------------------------------------------------
 
 
@@ -224,8 +285,7 @@ def test_server_and_client_calls_in_one_turn(
     choice = response.choices[0]
     assert choice.finish_reason == "tool_calls"
     assert choice.message.content == "On it."
-    calls = choice.message.tool_calls
-    assert calls is not None
+    calls = function_calls(choice.message)
     # Only the client's call is handed back; the server's ran inside the gateway.
     assert [(c.id, c.function.name) for c in calls] == [("call_weather", "get_weather")]
     assert json.loads(calls[0].function.arguments) == {"city": "Lisbon"}

@@ -8,6 +8,7 @@ client as they are, streamed deltas forwarded as they arrive and re-indexed.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +21,8 @@ from chat_support import (
     WEATHER,
     async_sdk,
     finish_reasons,
-    native_config,
+    function_calls,
+    native_upstream,
     raw_stream,
     sdk,
     streamed_content,
@@ -28,6 +30,7 @@ from chat_support import (
 )
 from live import LiveServer
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolChoiceOptionParam
+from server_support import config_with
 
 from fakes.openai_server import FakeOpenAIServer, completion, delta, sse, tool_call
 from toolwire.server import create_app
@@ -37,7 +40,10 @@ USER: list[ChatCompletionMessageParam] = [{"role": "user", "content": "Weather i
 
 @pytest.fixture(scope="module")
 def server(_openai_server_session: FakeOpenAIServer) -> Iterator[LiveServer]:
-    app = create_app(native_config(_openai_server_session.base_url), environ={})
+    upstream = native_upstream(_openai_server_session.base_url)
+    # A Mistral-family route too: its upstream accepts only nine-character call ids.
+    upstream["models"] = {MODEL: UPSTREAM_MODEL, "mistral": "mistral-large-latest"}
+    app = create_app(config_with(upstream=upstream), environ={})
     with LiveServer(app) as live:
         yield live
 
@@ -168,11 +174,7 @@ def test_client_tool_call_is_returned_not_executed(
     choice = response.choices[0]
     assert choice.finish_reason == "tool_calls"
     assert choice.message.content is None
-    calls = choice.message.tool_calls
-    assert calls is not None
-    assert len(calls) == 1
-    call = calls[0]
-    assert call.type == "function"
+    [call] = function_calls(choice.message)
     assert call.id == "call_w1"
     assert call.function.name == "get_weather"
     assert json.loads(call.function.arguments) == {"city": "Lisbon"}
@@ -202,10 +204,8 @@ def test_parallel_client_calls_keep_their_ids_and_order(
     message = response.choices[0].message
     assert response.choices[0].finish_reason == "tool_calls"
     assert message.content == "Checking both."
-    assert message.tool_calls is not None
-    assert [
-        (c.id, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls
-    ] == [
+    calls = function_calls(message)
+    assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in calls] == [
         ("call_a", "get_weather", {"city": "Lisbon"}),
         ("call_b", "book_flight", {"city": "Porto"}),
     ]
@@ -447,6 +447,31 @@ def test_tool_results_are_sent_upstream_paired_with_their_calls(
         ("call_a", "Sunny"),
         ("call_b", "Booked"),
     ]
+
+
+def test_call_ids_are_rewritten_for_a_mistral_upstream_and_mapped_back(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    openai_server.reply(
+        completion(tool_calls=[tool_call("get_weather", {"city": "Faro"}, id="Faro12345")])
+    )
+    with sdk(server) as client:
+        response = client.chat.completions.create(
+            model="mistral", messages=HISTORY, tools=[WEATHER, BOOK_FLIGHT]
+        )
+    sent = openai_server.last.json
+    assert sent["model"] == "mistral-large-latest"
+    calls = sent["messages"][2]["tool_calls"]
+    ids = [c["id"] for c in calls]
+    assert all(re.fullmatch(r"[A-Za-z0-9]{9}", i) for i in ids)
+    assert len(set(ids)) == 2
+    # Each result still answers its own call.
+    assert [(m["tool_call_id"], m["content"]) for m in sent["messages"][3:]] == [
+        (ids[0], "Sunny"),
+        (ids[1], "Booked"),
+    ]
+    # The upstream's new call keeps its id; the client never sees the rewritten ones.
+    assert [c.id for c in function_calls(response.choices[0].message)] == ["Faro12345"]
 
 
 def test_an_orphan_tool_result_is_dropped_and_named_in_a_header(

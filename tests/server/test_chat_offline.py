@@ -7,7 +7,15 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from chat_support import BOOK_FLIGHT, async_sdk, extensions, raw_stream, sdk, streamed_content
+from chat_support import (
+    BOOK_FLIGHT,
+    async_sdk,
+    extensions,
+    function_calls,
+    raw_stream,
+    sdk,
+    streamed_content,
+)
 from live import LiveServer
 from openai.types.chat import ChatCompletionMessageParam
 
@@ -114,10 +122,7 @@ def test_client_tool_with_the_offline_model(server: LiveServer) -> None:
         response = client.chat.completions.create(model=MODEL, messages=ask, tools=[BOOK_FLIGHT])
         choice = response.choices[0]
         assert choice.finish_reason == "tool_calls"
-        calls = choice.message.tool_calls
-        assert calls is not None
-        assert len(calls) == 1
-        call = calls[0]
+        [call] = function_calls(choice.message)
         assert call.function.name == "book_flight"
         assert json.loads(call.function.arguments) == {"city": "Paris"}
         # The gateway did not run it: no server tool in the extension.
