@@ -397,3 +397,36 @@ def test_the_gateway_key_is_required_on_the_agent_path(
     with sdk(server, "tw-not-a-key") as client, pytest.raises(openai.AuthenticationError):
         client.chat.completions.create(model=MODEL, messages=ADD)
     assert openai_server.requests == []
+
+
+# --- a run that stops early -------------------------------------------------------------------
+
+
+def test_a_run_stopped_by_max_iterations_explains_itself_streamed_or_not(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    config = keyed_config(
+        upstream=native_upstream(openai_server.base_url), limits={"max_iterations": 2}
+    )
+    adds = [tool_call("add", {"a": 2, "b": 3}, id=f"call_{i}") for i in range(2)]
+    openai_server.reply(*(completion(tool_calls=[call]) for call in adds))
+    openai_server.reply(*(sse(_call_sse([(f"call_{i}", "add", "{}")])) for i in range(2)))
+    app = create_app(config, environ={"BOB_KEY_ENV": BOB_KEY})
+    with LiveServer(app) as live, sdk(live, ALICE_KEY) as client:
+        whole = client.chat.completions.create(model=MODEL, messages=ADD)
+        chunks = list(client.chat.completions.create(model=MODEL, messages=ADD, stream=True))
+    assert len(openai_server.requests) == 4
+    assert (whole.model_extra or {})["toolwire"]["status"] == "max_iterations"
+    explained = whole.choices[0].message.content
+    assert explained is not None
+    assert "max_iterations=2" in explained
+    assert whole.choices[0].finish_reason == "stop"
+    # A streaming client that ignores the extension still gets the explanation.
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == explained
+    statuses = [
+        (c.model_extra or {})["toolwire"]
+        for c in chunks
+        if (c.model_extra or {}).get("toolwire", {}).get("type") == "run_status"
+    ]
+    assert [s["status"] for s in statuses] == ["max_iterations"]

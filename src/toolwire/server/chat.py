@@ -252,6 +252,10 @@ def _agent_finish(result: RunResult, chat: ChatRequest, writer: ChunkWriter) -> 
     out: list[bytes] = []
     if result.status != "completed" and result.status != "client_tool_calls":
         out.append(writer.extension({"type": "run_status", **_status(result)}))
+        # As in a whole response (`_final_message`), the output says why the run stopped;
+        # a client that ignores the extension must not get an empty answer.
+        if result.output:
+            out.append(writer.content(result.output))
     for index, call in enumerate(result.client_calls):
         out.append(writer.tool_call_start(index, call.id, call.name, call.arguments))
     _, finish = _final_message(result)
