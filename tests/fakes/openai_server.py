@@ -10,36 +10,71 @@ with FakeOpenAIServer() as server:
 ```
 
 Each scripted `Reply` answers one request to `POST /v1/chat/completions`, in order. A
-request with nothing scripted gets an OpenAI-shaped 500 error. `GET /v1/models` lists
-`model_ids`.
+`Handler` (a function of the `ReceivedRequest` returning a `Reply`) can stand in for a
+reply and sees the request. A request with nothing scripted gets the `set_default` reply
+(a `Reply` or a `Handler`, for benchmarks and long-running tests) or, without one, an
+OpenAI-shaped 500 error. `GET /v1/models` lists `model_ids`.
+
+Reply builders:
+
+- `completion(...)`, `error(status, message)`, `raw(bytes)`: one-piece bodies.
+- `delta(...)` makes one `chat.completion.chunk`; `sse(events, ...)` streams them
+  (`split=` cuts the bytes anywhere, `delay=` waits before the first byte, `interval=`
+  waits between pieces, `done=False` leaves out `data: [DONE]`, `drop=True` drops the
+  connection after the last piece, with no end of body).
+- `text_events(text, chunk=)` / `text_sse(...)`: raw text in `content`, as a model served
+  without a tool parser streams it (for `parse:<format>` routes).
+- `calls_events(calls, indexes=, ids=, chunk=)` / `calls_sse(...)`: streamed tool calls
+  with the index quirks of real upstreams: `indexes="zero"` (every call at index 0),
+  `"none"` (no index at all), or explicit numbers (`[1, 2]`); `ids="first"` (the id only on
+  a call's first delta), `"every"`, `"none"`.
+- `dropped(events)`: some events, then the connection is dropped mid-answer.
+- `server.fail(n, status)`: the next `n` requests get an OpenAI-shaped error (optionally
+  with `Retry-After`).
+
+Streams and disconnects: every streamed reply is counted. `server.active` is the number
+of streams in progress, `server.completed` those sent to the end, `server.cancelled`
+those the client went away from before the end (use a slow stream, `interval=`, to see
+it), `server.dropped` those the server cut. `server.wait_until(predicate)` waits (up to a
+timeout) for the server thread to reach a state, e.g.
+`server.wait_until(lambda: server.cancelled == 1)`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import socket
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 __all__ = [
     "FakeOpenAIServer",
+    "Handler",
     "ReceivedRequest",
     "Reply",
+    "calls_events",
+    "calls_sse",
     "completion",
     "delta",
+    "dropped",
     "error",
     "raw",
     "sse",
+    "text_events",
+    "text_sse",
     "tool_call",
 ]
 
@@ -52,6 +87,8 @@ class ReceivedRequest:
     headers: dict[str, str]
     body: bytes
     json: Any
+    client_port: int | None = None
+    """The client's port: two requests with the same port came over one connection."""
 
 
 @dataclass
@@ -66,6 +103,10 @@ class Reply:
     delay: float = 0.0
     """Seconds to wait before answering (for timeout tests)."""
     headers: dict[str, str] = field(default_factory=dict)
+    interval: float = 0.0
+    """Seconds to wait between pieces (a slow stream, for disconnect tests)."""
+    drop: bool = False
+    """Drop the connection after the last piece, without ending the body."""
 
 
 Handler = Callable[[ReceivedRequest], Reply]
@@ -119,11 +160,19 @@ def completion(
 
 
 def error(
-    status: int, message: str, *, type: str = "invalid_request_error", code: str | None = None
+    status: int,
+    message: str,
+    *,
+    type: str = "invalid_request_error",
+    code: str | None = None,
+    param: str | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Reply:
     """An OpenAI-shaped error response."""
-    body = {"error": {"message": message, "type": type, "param": None, "code": code}}
-    return raw(json.dumps(body), status=status)
+    body = {"error": {"message": message, "type": type, "param": param, "code": code}}
+    reply = raw(json.dumps(body), status=status)
+    reply.headers.update(headers or {})
+    return reply
 
 
 def raw(
@@ -178,6 +227,8 @@ def sse(
     done: bool = True,
     split: int | None = None,
     delay: float = 0.0,
+    interval: float = 0.0,
+    drop: bool = False,
 ) -> Reply:
     """A `text/event-stream` body: dicts become `data: {json}` events, strings are sent verbatim.
 
@@ -187,6 +238,8 @@ def sse(
         done: Whether to end with `data: [DONE]`.
         split: If set, the bytes are sent in pieces of this size, cutting lines anywhere.
         delay: Seconds to wait before the first byte.
+        interval: Seconds to wait between pieces.
+        drop: Drop the connection after the last piece, without ending the body.
     """
     parts: list[str] = []
     for ev in events:
@@ -198,7 +251,115 @@ def sse(
         pieces = [data[i : i + split] for i in range(0, len(data), split)]
     else:
         pieces = [p.encode() for p in parts]
-    return Reply(body=data, content_type="text/event-stream", pieces=pieces, delay=delay)
+    return Reply(
+        body=data,
+        content_type="text/event-stream",
+        pieces=pieces,
+        delay=delay,
+        interval=interval,
+        drop=drop,
+    )
+
+
+def dropped(events: Iterable[Mapping[str, Any] | str], **options: Any) -> Reply:
+    """These events, then the connection is dropped: no `[DONE]`, no end of the body."""
+    return sse(events, done=False, drop=True, **options)
+
+
+def text_events(
+    text: str,
+    *,
+    chunk: int = 1,
+    finish_reason: str | None = "stop",
+    usage: Mapping[str, int] | None = None,
+    model: str = "fake-model",
+) -> list[dict[str, Any]]:
+    """Raw text streamed in `content`, `chunk` characters per delta, then the finish."""
+    events = [delta(text[i : i + chunk], model=model) for i in range(0, len(text), chunk)]
+    if finish_reason is not None:
+        events.append(delta(finish_reason=finish_reason, model=model))
+    if usage is not None:
+        events.append(delta(usage=usage, model=model))
+    return events
+
+
+def text_sse(
+    text: str,
+    *,
+    chunk: int = 1,
+    finish_reason: str | None = "stop",
+    usage: Mapping[str, int] | None = None,
+    **options: Any,
+) -> Reply:
+    """`text_events` as a stream (`options` as for `sse`): what a model served without a
+    tool parser sends, calls and all, for `parse:<format>` routes."""
+    return sse(text_events(text, chunk=chunk, finish_reason=finish_reason, usage=usage), **options)
+
+
+StreamedCall = tuple[str | None, str, str | Sequence[str]]
+"""`(id, name, arguments)` of a streamed call: `None` for no id; the arguments as one
+text (cut by `chunk=`) or as the exact pieces to send, one delta each."""
+
+
+def calls_events(
+    calls: Sequence[StreamedCall],
+    *,
+    indexes: Literal["distinct", "zero", "none"] | Sequence[int] = "distinct",
+    ids: Literal["first", "every", "none"] = "first",
+    chunk: int | None = None,
+    content: str | None = None,
+    finish_reason: str | None = "tool_calls",
+) -> list[dict[str, Any]]:
+    """Streamed tool calls, one after the other, with a real upstream's quirks.
+
+    Args:
+        calls: `(id, name, arguments)` per call (arguments as text or as pieces).
+        indexes: `distinct` (0, 1, ...), `zero` (every call at index 0, as some servers
+            do), `none` (no `index` key), or the numbers to use (e.g. `[1, 2]`).
+        ids: Where the id goes: on a call's `first` delta only, on `every` delta, or
+            `none` at all.
+        chunk: Characters of arguments per delta (`None`: all in the first delta).
+        content: Text streamed before the calls.
+        finish_reason: The last chunk's finish reason (`None`: no finish chunk).
+    """
+    events: list[dict[str, Any]] = []
+    if content:
+        events.append(delta(content))
+    for n, (call_id, name, arguments) in enumerate(calls):
+        if indexes == "distinct":
+            index: int | None = n
+        elif indexes == "zero":
+            index = 0
+        elif indexes == "none":
+            index = None
+        else:
+            index = list(indexes)[n]
+        if isinstance(arguments, str):
+            size = chunk or max(1, len(arguments))
+            pieces = [arguments[i : i + size] for i in range(0, len(arguments), size)] or [""]
+        else:
+            pieces = list(arguments) or [""]
+        for k, piece in enumerate(pieces):
+            entry: dict[str, Any] = {"function": {"arguments": piece}}
+            if index is not None:
+                entry["index"] = index
+            if call_id is not None and (ids == "every" or (ids == "first" and k == 0)):
+                entry["id"] = call_id
+            if k == 0:
+                entry["type"] = "function"
+                entry["function"]["name"] = name
+            events.append(delta(tool_calls=[entry]))
+    if finish_reason is not None:
+        events.append(delta(finish_reason=finish_reason))
+    return events
+
+
+def calls_sse(calls: Sequence[StreamedCall], **options: Any) -> Reply:
+    """`calls_events` as a stream: the keywords of `calls_events` shape the calls, the
+    rest (`split`, `interval`, `done`, ...) go to `sse`."""
+    names = ("indexes", "ids", "chunk", "content", "finish_reason")
+    shape = {k: options.pop(k) for k in names if k in options}
+    return sse(calls_events(calls, **shape), **options)
 
 
 # --- the server ---------------------------------------------------------------------------
@@ -210,8 +371,17 @@ class FakeOpenAIServer:
     def __init__(self, model_ids: Iterable[str] = ("fake-model",)) -> None:
         self.model_ids = list(model_ids)
         self.requests: list[ReceivedRequest] = []
+        self.active = 0
+        """Streams in progress."""
+        self.completed = 0
+        """Streams sent to their end."""
+        self.cancelled = 0
+        """Streams the client went away from before their end."""
+        self.dropped = 0
+        """Streams whose connection the server dropped (`Reply.drop`)."""
         self._replies: deque[Reply | Handler] = deque()
-        self._lock = threading.Lock()
+        self._default: Reply | Handler | None = None
+        self._lock = threading.Condition()
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
@@ -242,6 +412,25 @@ class FakeOpenAIServer:
         with self._lock:
             self._replies.extend(replies)
 
+    def set_default(self, reply: Reply | Handler | None) -> None:
+        """The answer to every request with nothing scripted (`None`: a 500 error)."""
+        with self._lock:
+            self._default = reply
+
+    def fail(
+        self,
+        n: int = 1,
+        status: int = 503,
+        *,
+        message: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        """Script `n` OpenAI-shaped error answers (with `Retry-After` when given)."""
+        headers = {} if retry_after is None else {"retry-after": f"{retry_after:g}"}
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        text = message or f"fake server: scripted failure ({status})"
+        self.reply(*(error(status, text, type=kind, headers=headers) for _ in range(n)))
+
     @property
     def pending(self) -> int:
         """Scripted replies not used yet."""
@@ -251,6 +440,14 @@ class FakeOpenAIServer:
         with self._lock:
             self._replies.clear()
             self.requests.clear()
+            self._default = None
+            self.active = self.completed = self.cancelled = self.dropped = 0
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+        """Wait until `predicate()` is true (checked whenever a stream starts or ends);
+        return whether it became true within `timeout` seconds."""
+        with self._lock:
+            return self._lock.wait_for(predicate, timeout)
 
     @property
     def last(self) -> ReceivedRequest:
@@ -291,11 +488,16 @@ class FakeOpenAIServer:
         except ValueError:
             parsed = None
         received = ReceivedRequest(
-            path=request.url.path, headers=dict(request.headers), body=body, json=parsed
+            path=request.url.path,
+            headers=dict(request.headers),
+            body=body,
+            json=parsed,
+            client_port=request.client.port if request.client else None,
         )
         with self._lock:
             self.requests.append(received)
-            scripted = self._replies.popleft() if self._replies else None
+            scripted = self._replies.popleft() if self._replies else self._default
+            self._lock.notify_all()
         if scripted is None:
             return JSONResponse(
                 {"error": {"message": "fake server: no reply scripted", "type": "server_error"}},
@@ -311,19 +513,76 @@ class FakeOpenAIServer:
                 media_type=reply.content_type,
                 headers=reply.headers,
             )
-        return StreamingResponse(
-            _pieces(reply.pieces),
-            status_code=reply.status,
-            media_type=reply.content_type,
-            headers=reply.headers,
-        )
+        return _StreamedResponse(self, reply)
+
+    def _stream_event(self, what: Literal["start", "completed", "cancelled", "dropped"]) -> None:
+        with self._lock:
+            if what == "start":
+                self.active += 1
+            else:
+                self.active -= 1
+                setattr(self, what, getattr(self, what) + 1)
+            self._lock.notify_all()
 
 
-async def _pieces(pieces: list[bytes]) -> AsyncIterator[bytes]:
-    for piece in pieces:
-        yield piece
-        # Give the event loop a turn so each piece leaves as its own write.
-        await asyncio.sleep(0)
+class _DropConnection(Exception):
+    """Raised inside the app to make uvicorn drop the connection mid-body."""
+
+
+class _QuietDrops(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], _DropConnection))
+
+
+logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
+
+
+class _StreamedResponse(Response):
+    """Sends `reply.pieces` one write each, watching for the client going away."""
+
+    def __init__(self, server: FakeOpenAIServer, reply: Reply) -> None:
+        # Not Response.__init__: it would declare a content-length of 0.
+        self.status_code = reply.status
+        self.background = None
+        headers = {"content-type": reply.content_type, **reply.headers}
+        self.raw_headers = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        self._server = server
+        self._reply = reply
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.create_task(watch())
+        reply = self._reply
+        outcome: Literal["completed", "cancelled", "dropped"] = "cancelled"
+        self._server._stream_event("start")
+        try:
+            start = {"status": self.status_code, "headers": self.raw_headers}
+            await send({"type": "http.response.start", **start})
+            for n, piece in enumerate(reply.pieces or []):
+                if n and reply.interval:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(gone.wait(), reply.interval)
+                elif n:
+                    # Give the event loop a turn so each piece leaves as its own write.
+                    await asyncio.sleep(0)
+                if gone.is_set():
+                    return
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            if reply.drop:
+                await asyncio.sleep(0.01)  # let the last piece leave before the drop
+                outcome = "dropped"
+                raise _DropConnection
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            outcome = "completed"
+        finally:
+            watcher.cancel()
+            self._server._stream_event(outcome)
 
 
 async def _sleep_unless_disconnected(request: Request, seconds: float) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import socket
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -13,15 +16,20 @@ from fakes.openai_server import (
     FakeOpenAIServer,
     ReceivedRequest,
     Reply,
+    StreamedCall,
+    calls_sse,
     completion,
     delta,
+    dropped,
     error,
     raw,
     sse,
+    text_sse,
     tool_call,
 )
 from toolwire.models import (
     AssistantMessage,
+    Message,
     ModelError,
     ModelResponse,
     ModelSettings,
@@ -454,22 +462,41 @@ async def expect_error(model: OpenAIChatModel, *, stream: bool) -> ModelError:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-async def test_connection_refused(stream: bool) -> None:
+async def test_connection_refused_is_retried_then_one_line(stream: bool) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    err = await expect_error(OpenAIChatModel(url, None, "m"), stream=stream)
+    attempts: list[str] = []
+
+    async def count(request: httpx.Request) -> None:
+        attempts.append(str(request.url))
+
+    async with httpx.AsyncClient(event_hooks={"request": [count]}) as client:
+        model = OpenAIChatModel(url, None, "m", http_client=client, retry_backoff=0.01)
+        err = await expect_error(model, stream=stream)
+        assert not client.is_closed
+    assert attempts == [f"{url}/chat/completions"] * 3
     assert str(err) == (
-        f"Could not reach the model at {url}: connection refused. "
+        f"Could not reach the model at {url}: connection refused (3 attempts). "
         "Check --base-url or TOOLWIRE_BASE_URL."
     )
     assert err.retryable
     assert err.status is None
+    assert err.body is None
     assert err.__cause__ is None
+
+
+async def test_connection_refused_without_retries() -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    err = await expect_error(OpenAIChatModel(url, None, "m", retries=0), stream=False)
+    assert str(err) == (
+        f"Could not reach the model at {url}: connection refused. "
+        "Check --base-url or TOOLWIRE_BASE_URL."
+    )
 
 
 async def test_connect_hint_can_be_changed() -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     model = OpenAIChatModel(
-        url, None, "m", connect_hint="Check upstream.base_url in toolwire.yaml."
+        url, None, "m", retries=0, connect_hint="Check upstream.base_url in toolwire.yaml."
     )
     err = await expect_error(model, stream=False)
     assert str(err).endswith("connection refused. Check upstream.base_url in toolwire.yaml.")
@@ -505,8 +532,15 @@ async def test_http_errors_carry_the_upstream_message(
     retryable: bool,
     advice: str,
 ) -> None:
-    openai_server.reply(error(status, message))
-    err = await expect_error(make_model(openai_server), stream=stream)
+    openai_server.reply(error(status, message, code="c1"))
+    err = await expect_error(make_model(openai_server, retries=0), stream=stream)
+    assert len(openai_server.requests) == 1
+    assert err.body == {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "c1",
+    }
     assert str(err).startswith(
         f"The model at {openai_server.base_url} returned HTTP {status}: {message.rstrip('.')}."
     )
@@ -519,15 +553,24 @@ async def test_http_error_with_non_json_body(openai_server: FakeOpenAIServer) ->
     openai_server.reply(
         raw("<html>\n<h1>Bad Gateway</h1>\n</html>", status=502, content_type="text/html")
     )
-    err = await expect_error(make_model(openai_server), stream=False)
+    err = await expect_error(make_model(openai_server, retries=0), stream=False)
     assert "returned HTTP 502: '<html> <h1>Bad Gateway</h1> </html>'." in str(err)
     assert err.retryable
+    assert err.body == {
+        "message": "<html> <h1>Bad Gateway</h1> </html>",
+        "type": "upstream_error",
+        "param": None,
+        "code": None,
+    }
 
 
 async def test_http_error_with_string_error_field(openai_server: FakeOpenAIServer) -> None:
     openai_server.reply(raw(json.dumps({"error": "model 'x' not found"}), status=404))
     err = await expect_error(make_model(openai_server), stream=False)
     assert "HTTP 404: model 'x' not found." in str(err)
+    assert err.body is not None
+    assert err.body["message"] == "model 'x' not found"
+    assert err.body["type"] == "upstream_error"
 
 
 @pytest.mark.parametrize(
@@ -552,6 +595,7 @@ async def test_error_inside_a_200_body(openai_server: FakeOpenAIServer) -> None:
     openai_server.reply(raw(json.dumps({"error": {"message": "context too long"}})))
     err = await expect_error(make_model(openai_server), stream=False)
     assert str(err) == f"The model at {openai_server.base_url} reported an error: context too long"
+    assert err.body == {"message": "context too long"}
 
 
 async def test_malformed_sse_line(openai_server: FakeOpenAIServer) -> None:
@@ -572,10 +616,16 @@ async def test_malformed_sse_line(openai_server: FakeOpenAIServer) -> None:
     )
 
 
-async def test_error_event_mid_stream(openai_server: FakeOpenAIServer) -> None:
-    openai_server.reply(sse([delta("par"), {"error": {"message": "upstream overloaded"}}]))
+@pytest.mark.parametrize("first", [True, False])
+async def test_error_event_mid_stream(openai_server: FakeOpenAIServer, first: bool) -> None:
+    inner = {"message": "upstream overloaded", "type": "server_error", "param": None, "code": 1}
+    before = [] if first else [delta("par")]
+    openai_server.reply(sse([*before, {"error": inner}]), completion("never asked for"))
     err = await expect_error(make_model(openai_server), stream=True)
     assert str(err).endswith("reported an error: upstream overloaded")
+    assert err.body == inner
+    # An error the upstream reported is its answer: never retried.
+    assert len(openai_server.requests) == 1
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -597,3 +647,428 @@ async def test_dynamic_reply_sees_the_request(openai_server: FakeOpenAIServer) -
         [UserMessage(content="a"), UserMessage(content="b")], []
     )
     assert response.message.content == "2 messages"
+
+
+# --- pass-through fields and content parts -----------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_extra_fields_and_content_parts_reach_the_upstream(
+    openai_server: FakeOpenAIServer, stream: bool
+) -> None:
+    openai_server.reply(sse([delta("ok", finish_reason="stop")]) if stream else completion("ok"))
+    parts = (
+        {"type": "text", "text": "What is in "},
+        {"type": "text", "text": "this image?"},
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+    )
+    settings = ModelSettings(
+        max_tokens=64,
+        extra={"top_p": 0.5, "stop": ["END"], "seed": 3, "model": "not-this", "stream": "no"},
+    )
+    model = make_model(openai_server)
+    messages = [UserMessage(content="What is in this image?", parts=parts)]
+    if stream:
+        await collect(model, messages=messages, tools=[], settings=settings)
+    else:
+        await model.complete(messages, [], settings)
+
+    sent = openai_server.last.json
+    assert sent["model"] == "gpt-test"
+    assert sent["messages"] == [{"role": "user", "content": list(parts)}]
+    assert sent["max_tokens"] == 64
+    assert (sent["top_p"], sent["stop"], sent["seed"]) == (0.5, ["END"], 3)
+    assert sent.get("stream", False) is stream
+
+
+# --- call ids --------------------------------------------------------------------------------
+
+MISTRAL_ID = re.compile(r"[A-Za-z0-9]{9}")
+CLIENT_ID = "call_abc123def456"
+
+
+def history_with_call(call_id: str) -> list[Message]:
+    return [
+        UserMessage(content="weather in Oslo, then Rome"),
+        AssistantMessage(
+            tool_calls=(ToolCall(id=call_id, name="get_weather", arguments='{"city": "Oslo"}'),)
+        ),
+        ToolMessage(call_id=call_id, name="get_weather", content='{"temp": 3}'),
+    ]
+
+
+def echo_the_call_id(*, stream: bool) -> Callable[[ReceivedRequest], Reply]:
+    """An upstream that answers with a call reusing the id of the call in the history."""
+
+    def handler(req: ReceivedRequest) -> Reply:
+        upstream_id = req.json["messages"][1]["tool_calls"][0]["id"]
+        fresh = "Xy12Zw9Qa"  # an id of the upstream's own making
+        if not stream:
+            return completion(
+                tool_calls=[
+                    tool_call("get_weather", {"city": "Rome"}, id=upstream_id),
+                    tool_call("get_weather", {"city": "Bern"}, id=fresh),
+                ]
+            )
+        calls: list[StreamedCall] = [
+            (upstream_id, "get_weather", '{"city": "Rome"}'),
+            (fresh, "get_weather", '{"city": "Bern"}'),
+        ]
+        return calls_sse(calls, chunk=4)
+
+    return handler
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_mistral_ids_go_up_short_and_come_back_as_the_clients(
+    openai_server: FakeOpenAIServer, stream: bool
+) -> None:
+    openai_server.reply(echo_the_call_id(stream=stream))
+    model = make_model(openai_server, id_style="mistral")
+    if stream:
+        events = await collect(model, messages=history_with_call(CLIENT_ID))
+        response = final(events)
+        starts = [e for e in events if isinstance(e, ToolCallStart)]
+        assert [s.id for s in starts] == [CLIENT_ID, "Xy12Zw9Qa"]
+    else:
+        response = await model.complete(history_with_call(CLIENT_ID), [WEATHER])
+
+    sent = openai_server.last.json["messages"]
+    upstream_id = sent[1]["tool_calls"][0]["id"]
+    assert MISTRAL_ID.fullmatch(upstream_id)
+    assert sent[2]["tool_call_id"] == upstream_id
+    assert [c.id for c in response.message.tool_calls] == [CLIENT_ID, "Xy12Zw9Qa"]
+
+
+async def test_keep_style_sends_ids_unchanged(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(echo_the_call_id(stream=True))
+    events = await collect(make_model(openai_server), messages=history_with_call(CLIENT_ID))
+    assert openai_server.last.json["messages"][1]["tool_calls"][0]["id"] == CLIENT_ID
+    assert final(events).message.tool_calls[0].id == CLIENT_ID
+
+
+async def test_distinct_ids_never_collide_upstream(openai_server: FakeOpenAIServer) -> None:
+    client_ids = [f"call_{i}" for i in range(150)] + [f"call-{i}" for i in range(150)]
+    client_ids += ["abcdefghi", "call_abcdefghi", "ABCDEFGHI"]
+    calls = tuple(ToolCall(id=i, name="get_weather", arguments="{}") for i in client_ids)
+    history: list[Message] = [
+        AssistantMessage(tool_calls=calls),
+        *(ToolMessage(call_id=i, name="get_weather", content="ok") for i in client_ids),
+    ]
+    for style in ("mistral", "anthropic"):
+        openai_server.reply(completion("ok"))
+        await make_model(openai_server, id_style=style).complete(history, [WEATHER])
+        sent = openai_server.last.json["messages"]
+        upstream = [c["id"] for c in sent[0]["tool_calls"]]
+        assert len(set(upstream)) == len(client_ids)
+        assert [m["tool_call_id"] for m in sent[1:]] == upstream
+        if style == "mistral":
+            assert all(MISTRAL_ID.fullmatch(i) for i in upstream)
+            assert "abcdefghi" in upstream  # an id that already fits is kept
+        else:
+            assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", i) for i in upstream)
+
+
+# --- streamed call indexes -----------------------------------------------------------------
+
+STREAMED: list[StreamedCall] = [
+    ("call_a", "get_weather", '{"city": "São Paulo"}'),
+    ("call_b", "calculate", '{"expression": "(2 + 3) * 4"}'),
+    ("call_c", "get_weather", '{"city": "Oslo"}'),
+]
+
+
+@pytest.mark.parametrize("split", [None, 1, 7])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"indexes": "distinct"},
+        {"indexes": "zero", "ids": "first"},
+        {"indexes": "zero", "ids": "none"},
+        {"indexes": "none", "ids": "first"},
+        {"indexes": [1, 2, 3]},
+        {"indexes": [9, 4, 100]},
+    ],
+    ids=["distinct", "zero", "zero-no-ids", "no-index", "from-1", "arbitrary"],
+)
+async def test_streamed_calls_get_distinct_stable_indexes(
+    openai_server: FakeOpenAIServer, shape: dict[str, Any], split: int | None
+) -> None:
+    openai_server.reply(calls_sse(STREAMED, chunk=5, split=split, **shape))
+    events = await collect(make_model(openai_server), tools=[WEATHER, CALC])
+
+    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    assert [(s.index, s.name) for s in starts] == [
+        (0, "get_weather"),
+        (1, "calculate"),
+        (2, "get_weather"),
+    ]
+    for index, (_, _, args) in enumerate(STREAMED):
+        parts = [e.text for e in events if isinstance(e, ToolCallArgsDelta) and e.index == index]
+        assert "".join(parts) == args
+    calls = final(events).message.tool_calls
+    assert [c.id for c in calls] == [s.id for s in starts]
+    assert [c.arguments for c in calls] == [args for _, _, args in STREAMED]
+    if shape.get("ids") != "none":
+        assert [c.id for c in calls] == ["call_a", "call_b", "call_c"]
+
+
+# --- retries -------------------------------------------------------------------------------
+
+
+def ok_reply(stream: bool) -> Reply:
+    return sse([delta("fine"), delta(finish_reason="stop")]) if stream else completion("fine")
+
+
+async def answer(model: OpenAIChatModel, *, stream: bool) -> ModelResponse:
+    if stream:
+        return final(await collect(model, tools=[]))
+    return await model.complete([UserMessage(content="hi")], [])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("status", [500, 502, 503, 429])
+async def test_5xx_and_429_are_retried(
+    openai_server: FakeOpenAIServer, stream: bool, status: int
+) -> None:
+    openai_server.fail(2, status)
+    openai_server.reply(ok_reply(stream))
+    response = await answer(make_model(openai_server, retry_backoff=0.01), stream=stream)
+    assert response.message.content == "fine"
+    assert len(openai_server.requests) == 3
+    assert openai_server.requests[0].body == openai_server.requests[2].body
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_out_of_retries_the_last_error_is_raised(
+    openai_server: FakeOpenAIServer, stream: bool
+) -> None:
+    openai_server.fail(3, 503, message="overloaded")
+    openai_server.reply(ok_reply(stream))
+    err = await expect_error(make_model(openai_server, retry_backoff=0.01), stream=stream)
+    assert len(openai_server.requests) == 3
+    assert err.status == 503
+    assert err.retryable
+    assert err.body == {
+        "message": "overloaded",
+        "type": "server_error",
+        "param": None,
+        "code": None,
+    }
+
+
+async def test_retries_zero_means_one_request(openai_server: FakeOpenAIServer) -> None:
+    openai_server.fail(1, 503)
+    openai_server.reply(completion("fine"))
+    err = await expect_error(make_model(openai_server, retries=0), stream=False)
+    assert err.status == 503
+    assert len(openai_server.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422])
+async def test_other_4xx_are_never_retried(
+    openai_server: FakeOpenAIServer, stream: bool, status: int
+) -> None:
+    upstream_error = {
+        "message": "Invalid 'messages[0].content'.",
+        "type": "invalid_request_error",
+        "param": "messages[0].content",
+        "code": "invalid_value",
+    }
+    openai_server.reply(raw(json.dumps({"error": upstream_error}), status=status))
+    openai_server.reply(ok_reply(stream))
+    err = await expect_error(make_model(openai_server, retry_backoff=0.01), stream=stream)
+    assert len(openai_server.requests) == 1
+    assert err.status == status
+    assert err.body == upstream_error
+    assert not err.retryable
+
+
+async def test_short_retry_after_is_honoured(openai_server: FakeOpenAIServer) -> None:
+    openai_server.fail(1, 429, retry_after=0.05)
+    openai_server.reply(completion("fine"))
+    response = await make_model(openai_server, retry_backoff=30.0).complete([], [])
+    # A 30 s backoff would have timed the test out: the upstream's 0.05 s was used.
+    assert response.message.content == "fine"
+    assert len(openai_server.requests) == 2
+
+
+async def test_long_retry_after_is_not_waited_for(openai_server: FakeOpenAIServer) -> None:
+    openai_server.fail(1, 429, retry_after=120)
+    openai_server.reply(completion("fine"))
+    err = await expect_error(make_model(openai_server), stream=False)
+    assert err.status == 429
+    assert len(openai_server.requests) == 1
+
+
+def test_retries_must_not_be_negative() -> None:
+    with pytest.raises(ValueError, match="retries must be 0 or more"):
+        OpenAIChatModel("http://x/v1", None, "m", retries=-1)
+
+
+async def events_then_error(model: OpenAIChatModel) -> tuple[list[ModelStreamEvent], ModelError]:
+    seen: list[ModelStreamEvent] = []
+
+    async def consume() -> None:
+        async for event in model.stream([], []):
+            seen.append(event)
+
+    with pytest.raises(ModelError) as info:
+        await consume()
+    return seen, info.value
+
+
+ROLE_ONLY = {"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        dropped([]),
+        dropped([ROLE_ONLY]),
+        sse([], done=False),
+        sse([ROLE_ONLY], done=False),
+    ],
+    ids=["dropped-at-once", "dropped-after-role", "ended-at-once", "ended-after-role"],
+)
+async def test_a_stream_that_fails_before_yielding_anything_is_retried(
+    openai_server: FakeOpenAIServer, broken: Reply
+) -> None:
+    openai_server.reply(broken, ok_reply(True))
+    response = final(await collect(make_model(openai_server, retry_backoff=0.01)))
+    assert response.message.content == "fine"
+    assert len(openai_server.requests) == 2
+
+
+async def test_a_stream_dropped_mid_answer_is_an_error_not_retried(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    openai_server.reply(dropped([delta("The weather "), delta("in Paris")]), ok_reply(True))
+    seen, err = await events_then_error(make_model(openai_server))
+    assert seen == [ContentDelta("The weather "), ContentDelta("in Paris")]
+    assert str(err).startswith(
+        f"The connection to the model at {openai_server.base_url} broke mid-answer: "
+    )
+    assert "\n" not in str(err)
+    assert err.retryable
+    assert len(openai_server.requests) == 1
+    assert openai_server.wait_until(lambda: openai_server.dropped == 1)
+
+
+async def test_a_stream_ended_mid_answer_is_an_error(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(sse([delta("The weather "), delta("in Paris")], done=False))
+    openai_server.reply(ok_reply(True))
+    seen, err = await events_then_error(make_model(openai_server))
+    assert seen == [ContentDelta("The weather "), ContentDelta("in Paris")]
+    assert str(err) == (
+        f"The model at {openai_server.base_url} ended the stream mid-answer "
+        "(no finish_reason and no [DONE]); the answer is incomplete."
+    )
+    assert len(openai_server.requests) == 1
+
+
+async def test_done_without_a_finish_reason_is_a_complete_answer(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    openai_server.reply(sse([delta("all"), delta(" there")]))
+    response = final(await collect(make_model(openai_server)))
+    assert response.message.content == "all there"
+    assert response.finish_reason == "stop"
+
+
+# --- the shared client, cancellation and connection reuse ------------------------------------
+
+
+def slow_stream(pieces: int = 200) -> Reply:
+    return sse([delta(f"{i} ") for i in range(pieces)], interval=0.05)
+
+
+async def test_closing_a_stream_early_cancels_the_upstream(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    openai_server.reply(slow_stream(), completion("next"))
+    async with httpx.AsyncClient() as client:
+        model = OpenAIChatModel(openai_server.base_url, "k", "m", http_client=client)
+        stream = model.stream([], [])
+        first = await anext(aiter(stream))
+        assert first == ContentDelta("0 ")
+        await stream.aclose()  # type: ignore[attr-defined]
+        assert openai_server.wait_until(lambda: openai_server.cancelled == 1)
+        assert openai_server.completed == 0
+        assert not client.is_closed
+        assert (await model.complete([], [])).message.content == "next"
+
+
+async def test_a_cancelled_task_cancels_the_upstream(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(slow_stream())
+    started = asyncio.Event()
+
+    async def consume(model: OpenAIChatModel) -> None:
+        async for _ in model.stream([], []):
+            started.set()
+
+    async with httpx.AsyncClient() as client:
+        task = asyncio.create_task(
+            consume(OpenAIChatModel(openai_server.base_url, "k", "m", http_client=client))
+        )
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert openai_server.wait_until(lambda: openai_server.cancelled == 1)
+        assert not client.is_closed
+
+
+async def test_the_shared_client_survives_every_outcome(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(
+        ok_reply(True),
+        dropped([delta("x")]),
+        error(400, "bad"),
+        completion("ok"),
+    )
+    async with httpx.AsyncClient() as client:
+        async with OpenAIChatModel(openai_server.base_url, "k", "m", http_client=client) as model:
+            await collect(model)
+            with pytest.raises(ModelError):
+                await collect(model)
+            with pytest.raises(ModelError):
+                await model.complete([], [])
+            await model.complete([], [])
+        await model.aclose()
+        assert not client.is_closed
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_finished_requests_leave_the_connection_for_the_next(
+    openai_server: FakeOpenAIServer, stream: bool
+) -> None:
+    openai_server.reply(ok_reply(stream), ok_reply(stream), ok_reply(stream))
+    async with httpx.AsyncClient() as client:
+        model = OpenAIChatModel(openai_server.base_url, "k", "m", http_client=client)
+        for _ in range(3):
+            await answer(model, stream=stream)
+    ports = {r.client_port for r in openai_server.requests}
+    assert len(ports) == 1
+
+
+# --- the fake server ---------------------------------------------------------------------------
+
+
+async def test_fake_server_default_reply(openai_server: FakeOpenAIServer) -> None:
+    openai_server.set_default(lambda req: completion(f"#{len(openai_server.requests)}"))
+    openai_server.reply(completion("scripted"))
+    model = make_model(openai_server)
+    contents = [(await model.complete([], [])).message.content for _ in range(3)]
+    assert contents == ["scripted", "#2", "#3"]
+
+
+async def test_fake_server_text_stream(openai_server: FakeOpenAIServer) -> None:
+    text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    openai_server.reply(text_sse(text, chunk=3, usage={"prompt_tokens": 1, "completion_tokens": 2}))
+    events = await collect(make_model(openai_server))
+    assert all(len(e.text) <= 3 for e in events if isinstance(e, ContentDelta))
+    response = final(events)
+    assert response.message.content == text
+    assert response.message.tool_calls == ()
+    assert response.usage.output_tokens == 2

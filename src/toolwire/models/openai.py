@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+import asyncio
+import random
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any
 
@@ -12,6 +15,7 @@ import orjson
 
 from toolwire.models import openai_wire as wire
 from toolwire.models.base import ModelError, ModelResponse, ModelSettings, ModelStreamEvent
+from toolwire.models.call_ids import IdMap, IdStyle
 from toolwire.models.messages import Message
 from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools.tool import Tool
@@ -20,8 +24,34 @@ __all__ = ["OpenAIChatModel"]
 
 DEFAULT_HINT = "Check --base-url or TOOLWIRE_BASE_URL."
 
+MAX_RETRY_AFTER = 5.0
+"""The longest `Retry-After` honoured (seconds); an upstream asking for more is not retried
+and its error goes to the caller at once."""
+
+_MAX_BACKOFF = 8.0
+_DRAIN_SECONDS = 1.0
 _DONE = object()
 """Stands for the `data: [DONE]` event that ends a stream."""
+
+# Failures before any response byte was read, after which the upstream cannot have
+# started answering. RemoteProtocolError / ReadError / WriteError cover a pooled
+# keep-alive connection the upstream closed just as it was reused. Read timeouts are not
+# here: the upstream may still be working on the request.
+_RETRY_TRANSPORT = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+)
+
+
+class _EndedMidAnswer(Exception):
+    """The stream ended without `[DONE]` and without a `finish_reason`."""
+
+
+# Failures reading a 200 stream; retried only while nothing has been yielded.
+_RETRY_STREAM = (httpx.RemoteProtocolError, httpx.ReadError, _EndedMidAnswer)
 
 
 class OpenAIChatModel:
@@ -29,8 +59,15 @@ class OpenAIChatModel:
 
     Works with OpenAI, vLLM, SGLang, llama.cpp server, Ollama, LM Studio, LiteLLM and
     anything else speaking the Chat Completions protocol. Every failure (unreachable host,
-    timeout, HTTP error, unreadable body) is raised as a `ModelError` whose text is one
-    readable line; `retryable` is set for connection errors, 429 and 5xx.
+    timeout, HTTP error, unreadable body, a stream cut short) is raised as a `ModelError`
+    whose text is one readable line; `retryable` is set for connection errors, 429 and 5xx;
+    `body` carries the upstream's own error object when it sent one.
+
+    Connection errors, 429 and 5xx are retried with exponential backoff and jitter
+    (`retry_backoff`, twice that, ... honouring a `Retry-After` of up to
+    `MAX_RETRY_AFTER` seconds), but only before the first byte of a successful answer was
+    read: a stream is retried only while it has yielded nothing, and a failure after that
+    ends it with a `ModelError`. Other 4xx are never retried.
 
     Args:
         base_url: The API root, e.g. `https://api.openai.com/v1` or
@@ -38,11 +75,15 @@ class OpenAIChatModel:
         api_key: Sent as a bearer token; `None` or empty for servers that need none.
         model: The model name sent upstream.
         timeout: Seconds to wait for the server (connecting, and between bytes received).
+        retries: How many times a failed request is retried (0: never).
+        retry_backoff: Seconds before the first retry; each next one waits twice as long.
         http_client: A client to use for every request (connection pooling, proxies); it
             is never closed by the model. Without one, `async with model:` keeps one
             pooled client open for the block, and otherwise each request opens its own.
         extra_headers: Headers added to every request.
         connect_hint: The advice appended to "could not reach" errors.
+        id_style: How tool-call ids are rewritten for the upstream (`keep`, `anthropic`,
+            `mistral`; see `toolwire.models.call_ids`); the caller always sees its own ids.
     """
 
     def __init__(
@@ -52,15 +93,23 @@ class OpenAIChatModel:
         model: str,
         *,
         timeout: float = 120.0,
+        retries: int = 2,
+        retry_backoff: float = 0.2,
         http_client: httpx.AsyncClient | None = None,
         extra_headers: Mapping[str, str] | None = None,
         connect_hint: str = DEFAULT_HINT,
+        id_style: IdStyle = "keep",
     ) -> None:
+        if retries < 0:
+            raise ValueError(f"retries must be 0 or more, got {retries}.")
         base = base_url.strip().rstrip("/")
         base = base.removesuffix("/chat/completions")
         self.base_url = base
         self.model = model
         self.timeout = timeout
+        self.retries = retries
+        self.retry_backoff = retry_backoff
+        self.id_style: IdStyle = id_style
         self._url = base + "/chat/completions"
         self._hint = connect_hint
         self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
@@ -68,6 +117,7 @@ class OpenAIChatModel:
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
         self._headers.update(extra_headers or {})
+        self._stream_headers = {**self._headers, "accept": "text/event-stream"}
         self._external_client = http_client
         self._client: httpx.AsyncClient | None = None
 
@@ -84,27 +134,21 @@ class OpenAIChatModel:
         tools: Sequence[Tool],
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
-        body = wire.build_request(self.model, messages, tools, settings)
+        ids = None if self.id_style == "keep" else IdMap(self.id_style)
+        content = orjson.dumps(wire.build_request(self.model, messages, tools, settings, ids=ids))
+        client, owned = self._client_for_request()
         try:
-            async with self._http() as client:
-                response = await client.post(
-                    self._url,
-                    content=orjson.dumps(body),
-                    headers=self._headers,
-                    timeout=self._timeout,
-                )
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc) from None
-        if response.status_code >= 400:
-            raise self._status_error(response.status_code, response.content)
-        try:
-            return wire.parse_completion(orjson.loads(response.content))
-        except orjson.JSONDecodeError:
-            raise self._malformed(f"the body is not JSON: {_snippet(response.content)}") from None
-        except wire.UpstreamError as exc:
-            raise self._upstream(str(exc)) from None
-        except wire.WireError as exc:
-            raise self._malformed(str(exc)) from None
+            response, _ = await self._open(client, content, self._headers, 0)
+            try:
+                data = await response.aread()
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc) from None
+            finally:
+                await response.aclose()
+        finally:
+            if owned:
+                await client.aclose()
+        return self._parse_whole(data, ids)
 
     async def stream(
         self,
@@ -112,44 +156,78 @@ class OpenAIChatModel:
         tools: Sequence[Tool],
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[ModelStreamEvent]:
-        body = wire.build_request(self.model, messages, tools, settings, stream=True)
-        headers = {**self._headers, "accept": "text/event-stream"}
-        assembler = wire.ChatStreamAssembler()
+        ids = None if self.id_style == "keep" else IdMap(self.id_style)
+        body = wire.build_request(self.model, messages, tools, settings, stream=True, ids=ids)
+        content = orjson.dumps(body)
+        client, owned = self._client_for_request()
+        attempt = 0
         try:
-            async with (
-                self._http() as client,
-                client.stream(
-                    "POST",
-                    self._url,
-                    content=orjson.dumps(body),
-                    headers=headers,
-                    timeout=self._timeout,
-                ) as response,
-            ):
-                if response.status_code >= 400:
-                    raise self._status_error(response.status_code, await response.aread())
-                ctype = response.headers.get("content-type", "")
-                if "text/event-stream" not in ctype and "json" in ctype:
-                    # The server ignored stream=true and answered in one piece.
-                    async for event in self._whole_body_as_stream(await response.aread()):
-                        yield event
-                    return
-                async for data in _sse_data(response.aiter_lines()):
-                    chunks = _decode_event(data)
-                    for chunk in chunks:
-                        if chunk is _DONE:
-                            break
-                        for delta in assembler.feed(chunk):
-                            yield delta
-                    if _DONE in chunks:
-                        break
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc) from None
-        except wire.UpstreamError as exc:
-            raise self._upstream(str(exc)) from None
-        except wire.WireError as exc:
-            raise self._malformed(str(exc)) from None
-        yield assembler.finish()
+            while True:
+                response, attempt = await self._open(client, content, self._stream_headers, attempt)
+                assembler = wire.ChatStreamAssembler(ids)
+                yielded = False
+                retry = False
+                try:
+                    ctype = response.headers.get("content-type", "")
+                    if "text/event-stream" not in ctype and "json" in ctype:
+                        # The server ignored stream=true and answered in one piece.
+                        try:
+                            data = await response.aread()
+                        except httpx.HTTPError as exc:
+                            raise self._transport_error(exc) from None
+                        for event in _as_events(self._parse_whole(data, ids)):
+                            yield event
+                        return
+                    decoder = wire.SSEDecoder()
+                    done = False
+                    try:
+                        pieces = response.aiter_bytes()
+                        async for piece in pieces:
+                            for data in decoder.feed(piece):
+                                for chunk in _decode_event(data):
+                                    if chunk is _DONE:
+                                        done = True
+                                        break
+                                    for delta in assembler.feed(chunk):
+                                        yielded = True
+                                        yield delta
+                                if done:
+                                    break
+                            if done:
+                                break
+                        if not done:
+                            for data in decoder.finish():
+                                for chunk in _decode_event(data):
+                                    if chunk is not _DONE:
+                                        for delta in assembler.feed(chunk):
+                                            yielded = True
+                                            yield delta
+                            if not assembler.finished:
+                                raise _EndedMidAnswer
+                    except (httpx.HTTPError, _EndedMidAnswer) as exc:
+                        retry = (
+                            not yielded
+                            and attempt < self.retries
+                            and isinstance(exc, _RETRY_STREAM)
+                        )
+                        if not retry:
+                            raise self._stream_error(exc, attempt + 1) from None
+                    except wire.UpstreamError as exc:
+                        raise self._upstream(exc) from None
+                    except wire.WireError as exc:
+                        raise self._malformed(str(exc)) from None
+                    if not retry:
+                        yield assembler.finish()
+                        if done:
+                            await _drain(pieces)
+                        return
+                finally:
+                    await response.aclose()
+                await asyncio.sleep(self._backoff(attempt))
+                attempt += 1
+        finally:
+            if owned:
+                await client.aclose()
 
     async def aclose(self) -> None:
         """Close the HTTP client this model owns (not one passed as `http_client`)."""
@@ -172,45 +250,102 @@ class OpenAIChatModel:
 
     # --- internals -------------------------------------------------------------------
 
-    @asynccontextmanager
-    async def _http(self) -> AsyncIterator[httpx.AsyncClient]:
-        if self._external_client is not None:
-            yield self._external_client
-        elif self._client is not None:
-            yield self._client
-        else:
-            # Outside `async with model:` each request gets its own short-lived client, so
-            # nothing is left open when the caller's event loop ends.
-            async with self._new_client() as client:
-                yield client
+    def _client_for_request(self) -> tuple[httpx.AsyncClient, bool]:
+        """The client to use and whether this request owns it (and must close it)."""
+        client = self._external_client or self._client
+        if client is not None:
+            return client, False
+        # Outside `async with model:` each request gets its own short-lived client, so
+        # nothing is left open when the caller's event loop ends.
+        return self._new_client(), True
 
     def _new_client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(timeout=self._timeout)
 
-    async def _whole_body_as_stream(self, content: bytes) -> AsyncIterator[ModelStreamEvent]:
+    async def _open(
+        self, client: httpx.AsyncClient, content: bytes, headers: dict[str, str], attempt: int
+    ) -> tuple[httpx.Response, int]:
+        """Send the request until a response below 400 comes back (its body unread).
+
+        Connection failures, 429 and 5xx are retried while `attempt < self.retries`; the
+        attempt number reached is returned with the response.
+
+        Raises:
+            ModelError: Out of retries, or a failure that is not retried.
+        """
+        request = client.build_request(
+            "POST", self._url, content=content, headers=headers, timeout=self._timeout
+        )
+        while True:
+            try:
+                response = await client.send(request, stream=True)
+            except httpx.HTTPError as exc:
+                if attempt < self.retries and isinstance(exc, _RETRY_TRANSPORT):
+                    await asyncio.sleep(self._backoff(attempt))
+                    attempt += 1
+                    continue
+                raise self._transport_error(exc, attempt + 1) from None
+            status = response.status_code
+            if status < 400:
+                return response, attempt
+            try:
+                body = await response.aread()
+            except httpx.HTTPError:
+                body = b""
+            finally:
+                await response.aclose()
+            error = self._status_error(status, body)
+            if error.retryable and attempt < self.retries:
+                delay = self._retry_delay(attempt, response.headers)
+                if delay is not None:
+                    await asyncio.sleep(delay)
+                    attempt += 1
+                    continue
+            raise error
+
+    def _backoff(self, attempt: int) -> float:
+        delay: float = self.retry_backoff * (2**attempt) * (0.5 + random.random())
+        return min(delay, _MAX_BACKOFF)
+
+    def _retry_delay(self, attempt: int, headers: httpx.Headers) -> float | None:
+        """Seconds to wait before the next attempt; `None`: the upstream asked for too long."""
+        after = _retry_after(headers)
+        if after is None:
+            return self._backoff(attempt)
+        return after if after <= MAX_RETRY_AFTER else None
+
+    def _parse_whole(self, content: bytes, ids: IdMap | None) -> ModelResponse:
         try:
-            response = wire.parse_completion(orjson.loads(content))
+            return wire.parse_completion(orjson.loads(content), ids)
         except orjson.JSONDecodeError:
             raise self._malformed(f"the body is not JSON: {_snippet(content)}") from None
         except wire.UpstreamError as exc:
-            raise self._upstream(str(exc)) from None
+            raise self._upstream(exc) from None
         except wire.WireError as exc:
             raise self._malformed(str(exc)) from None
-        msg = response.message
-        if msg.reasoning:
-            yield ReasoningDelta(msg.reasoning)
-        if msg.content:
-            yield ContentDelta(msg.content)
-        for index, call in enumerate(msg.tool_calls):
-            yield ToolCallStart(index, call.id, call.name)
-            yield ToolCallArgsDelta(index, call.arguments)
-        yield response
 
-    def _transport_error(self, exc: httpx.HTTPError) -> ModelError:
+    def _stream_error(self, exc: Exception, attempts: int) -> ModelError:
+        if isinstance(exc, _EndedMidAnswer):
+            return ModelError(
+                f"The model at {self.base_url} ended the stream mid-answer (no finish_reason "
+                "and no [DONE]); the answer is incomplete.",
+                retryable=True,
+            )
+        assert isinstance(exc, httpx.HTTPError)
+        if isinstance(exc, httpx.TimeoutException):
+            return self._transport_error(exc, attempts)
+        reason = _one_line(str(exc)) or type(exc).__name__
+        return ModelError(
+            f"The connection to the model at {self.base_url} broke mid-answer: {reason}.",
+            retryable=True,
+        )
+
+    def _transport_error(self, exc: httpx.HTTPError, attempts: int = 1) -> ModelError:
         where = f"the model at {self.base_url}"
+        tries = f" ({attempts} attempts)" if attempts > 1 else ""
         if isinstance(exc, httpx.ConnectTimeout):
             return ModelError(
-                f"Could not reach {where}: no answer within {self.timeout:g}s. {self._hint}",
+                f"Could not reach {where}: no answer within {self.timeout:g}s{tries}. {self._hint}",
                 retryable=True,
             )
         if isinstance(exc, httpx.TimeoutException):
@@ -221,7 +356,8 @@ class OpenAIChatModel:
             )
         if isinstance(exc, httpx.ConnectError):
             return ModelError(
-                f"Could not reach {where}: {_connect_reason(exc)}. {self._hint}", retryable=True
+                f"Could not reach {where}: {_connect_reason(exc)}{tries}. {self._hint}",
+                retryable=True,
             )
         if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
             return ModelError(
@@ -229,14 +365,16 @@ class OpenAIChatModel:
             )
         reason = _one_line(str(exc)) or type(exc).__name__
         return ModelError(
-            f"The connection to the model at {self.base_url} failed: {reason}.", retryable=True
+            f"The connection to the model at {self.base_url} failed{tries}: {reason}.",
+            retryable=True,
         )
 
     def _status_error(self, status: int, content: bytes) -> ModelError:
         try:
-            detail = wire.error_message(orjson.loads(content))
+            parsed: Any = orjson.loads(content)
         except orjson.JSONDecodeError:
-            detail = None
+            parsed = None
+        detail = wire.error_message(parsed)
         if detail is None:
             detail = _snippet(content) if content.strip() else "no details given"
         advice = {
@@ -245,14 +383,19 @@ class OpenAIChatModel:
             404: f" Check the model name ({self.model!r}) and the base URL.",
             429: " The server is rate limiting; try again later.",
         }.get(status, "")
+        fallback = _one_line(content.decode("utf-8", "replace")) or f"HTTP {status}"
         return ModelError(
             f"The model at {self.base_url} returned HTTP {status}: {detail.rstrip('.')}.{advice}",
             status=status,
             retryable=status == 429 or status >= 500,
+            body=wire.error_object(parsed, fallback),
         )
 
-    def _upstream(self, detail: str) -> ModelError:
-        return ModelError(f"The model at {self.base_url} reported an error: {detail}")
+    def _upstream(self, exc: wire.UpstreamError) -> ModelError:
+        return ModelError(
+            f"The model at {self.base_url} reported an error: {_one_line(str(exc))}",
+            body=exc.body,
+        )
 
     def _malformed(self, detail: str) -> ModelError:
         return ModelError(
@@ -260,39 +403,71 @@ class OpenAIChatModel:
         )
 
 
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The `data` of each server-sent event (multi-line data joined with newlines)."""
-    buf: list[str] = []
-    async for line in lines:
-        if not line:
-            if buf:
-                yield "\n".join(buf)
-                buf = []
-            continue
-        if line.startswith("data:"):
-            value = line[5:]
-            buf.append(value[1:] if value.startswith(" ") else value)
-        # Comments (":"), "event:", "id:" and "retry:" fields carry nothing we use.
-    if buf:
-        yield "\n".join(buf)
+def _as_events(response: ModelResponse) -> Iterator[ModelStreamEvent]:
+    """A whole response as the events a stream of it would have given."""
+    msg = response.message
+    if msg.reasoning:
+        yield ReasoningDelta(msg.reasoning)
+    if msg.content:
+        yield ContentDelta(msg.content)
+    for index, call in enumerate(msg.tool_calls):
+        yield ToolCallStart(index, call.id, call.name)
+        yield ToolCallArgsDelta(index, call.arguments)
+    yield response
 
 
-def _decode_event(data: str) -> list[Any]:
+def _decode_event(data: bytes) -> list[Any]:
     """The chunks of one event's data; `_DONE` stands for `[DONE]`."""
-    if data == "[DONE]":
+    if data == b"[DONE]":
         return [_DONE]
     try:
         return [orjson.loads(data)]
     except orjson.JSONDecodeError:
         pass
     # Tolerate servers that leave out the blank line between events: try line by line.
-    lines = data.split("\n")
+    lines = data.split(b"\n")
     if len(lines) > 1:
         try:
-            return [_DONE if ln == "[DONE]" else orjson.loads(ln) for ln in lines]
+            return [_DONE if ln == b"[DONE]" else orjson.loads(ln) for ln in lines]
         except orjson.JSONDecodeError:
             pass
-    raise wire.WireError(f"a stream event is not JSON: {_snippet(data.encode())}")
+    raise wire.WireError(f"a stream event is not JSON: {_snippet(data)}")
+
+
+async def _drain(pieces: AsyncIterator[bytes]) -> None:
+    """Read what follows `[DONE]` (normally just the end of the body), so the connection
+    goes back to the pool instead of being closed. Gives up after a moment: a server that
+    keeps the stream open after `[DONE]` costs a connection, not a hang."""
+    try:
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for _ in pieces:
+                pass
+    except (httpx.HTTPError, TimeoutError):
+        pass
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    """The wait an upstream asked for (`retry-after-ms`, `Retry-After` seconds or date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _connect_reason(exc: httpx.ConnectError) -> str:

@@ -1,8 +1,11 @@
 """Conversion between toolwire's messages and the OpenAI Chat Completions wire format.
 
-Pure functions and one small stateful object (`ChatStreamAssembler`) with no I/O, so both
-`OpenAIChatModel` and the gateway can use them. Streaming tool-call deltas are assembled
-here and only here.
+Pure functions and two small stateful objects with no I/O (`SSEDecoder` for the bytes of
+an event stream, `ChatStreamAssembler` for its chunks), so both `OpenAIChatModel` and the
+gateway can use them. Streaming tool-call deltas are assembled here and only here.
+
+Call ids: every function that writes or reads call ids takes an optional `IdMap`; ids
+sent upstream go through `ids.upstream()`, ids read back through `ids.client()`.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 import orjson
 
 from toolwire.models.base import FinishReason, ModelResponse, ModelSettings, ToolChoice
+from toolwire.models.call_ids import IdMap
 from toolwire.models.messages import (
     AssistantMessage,
     Message,
@@ -27,12 +31,15 @@ from toolwire.tools.call import ToolCall, new_call_id
 from toolwire.tools.tool import Tool
 
 __all__ = [
+    "RESERVED_FIELDS",
     "ChatStreamAssembler",
+    "SSEDecoder",
     "StreamDelta",
     "UpstreamError",
     "WireError",
     "build_request",
     "error_message",
+    "error_object",
     "message_to_openai",
     "messages_to_openai",
     "parse_completion",
@@ -45,13 +52,26 @@ StreamDelta = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta
 
 _EMPTY_ARGS = "{}"
 
+RESERVED_FIELDS: frozenset[str] = frozenset(
+    {"model", "messages", "tools", "stream", "stream_options"}
+)
+"""Request fields `ModelSettings.extra` never overrides: toolwire owns them."""
+
 
 class WireError(ValueError):
     """A body does not fit the Chat Completions format. The message is one line."""
 
 
 class UpstreamError(Exception):
-    """The upstream reported an error inside an otherwise well-formed body or stream."""
+    """The upstream reported an error inside an otherwise well-formed body or stream.
+
+    Attributes:
+        body: The upstream's error object (`message`, `type`, `param`, `code`).
+    """
+
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        self.body = body
+        super().__init__(str(body.get("message") or "unspecified error"))
 
 
 # --- toolwire -> wire -------------------------------------------------------------------
@@ -74,14 +94,25 @@ def wire_arguments(arguments: str) -> str:
     return arguments if isinstance(parsed, dict) else _EMPTY_ARGS
 
 
-def message_to_openai(message: Message) -> dict[str, Any]:
-    """One toolwire message as a Chat Completions `messages` entry."""
+def message_to_openai(message: Message, ids: IdMap | None = None) -> dict[str, Any]:
+    """One toolwire message as a Chat Completions `messages` entry.
+
+    Args:
+        message: The message.
+        ids: Rewrites the call ids sent upstream (`None`: sent as they are).
+    """
+    if isinstance(message, UserMessage):
+        if message.parts is not None:
+            # orjson serialises plain dicts only; parts usually are dicts already.
+            parts = [p if type(p) is dict else dict(p) for p in message.parts]
+            return {"role": "user", "content": parts}
+        return {"role": "user", "content": message.content}
     if isinstance(message, AssistantMessage):
         out: dict[str, Any] = {"role": "assistant", "content": message.content}
         if message.tool_calls:
             out["tool_calls"] = [
                 {
-                    "id": call.id,
+                    "id": call.id if ids is None else ids.upstream(call.id),
                     "type": "function",
                     "function": {"name": call.name, "arguments": wire_arguments(call.arguments)},
                 }
@@ -91,15 +122,18 @@ def message_to_openai(message: Message) -> dict[str, Any]:
             out["content"] = ""
         return out
     if isinstance(message, ToolMessage):
-        return {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
-    if isinstance(message, SystemMessage | UserMessage):
-        return {"role": message.role, "content": message.content}
+        call_id = message.call_id if ids is None else ids.upstream(message.call_id)
+        return {"role": "tool", "tool_call_id": call_id, "content": message.content}
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": message.content}
     raise TypeError(f"Not a toolwire message: {type(message).__name__}.")
 
 
-def messages_to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """The conversation as a Chat Completions `messages` list."""
-    return [message_to_openai(m) for m in messages]
+def messages_to_openai(
+    messages: Sequence[Message], ids: IdMap | None = None
+) -> list[dict[str, Any]]:
+    """The conversation as a Chat Completions `messages` list (see `message_to_openai`)."""
+    return [message_to_openai(m, ids) for m in messages]
 
 
 def tools_to_openai(tools: Sequence[Tool]) -> list[dict[str, Any]]:
@@ -121,12 +155,30 @@ def build_request(
     settings: ModelSettings | None = None,
     *,
     stream: bool = False,
+    ids: IdMap | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of a `POST /chat/completions` request."""
-    body: dict[str, Any] = {"model": model, "messages": messages_to_openai(messages)}
+    """The JSON body of a `POST /chat/completions` request.
+
+    `settings.extra` is merged in as it is, except the fields toolwire owns
+    (`RESERVED_FIELDS`); the typed settings (`temperature`, `max_tokens`, ...) win over
+    the same names in `extra`.
+
+    Args:
+        model: The model name sent upstream.
+        messages: The conversation.
+        tools: The tools the model may call.
+        settings: Sampling and tool-choice settings, and pass-through fields.
+        stream: Ask for a server-sent event stream (with usage in its last chunk).
+        ids: Rewrites the call ids sent upstream (`None`: sent as they are).
+    """
+    body: dict[str, Any] = {"model": model, "messages": messages_to_openai(messages, ids)}
     if tools:
         body["tools"] = tools_to_openai(tools)
     if settings is not None:
+        if settings.extra:
+            for key, value in settings.extra.items():
+                if key not in RESERVED_FIELDS:
+                    body[key] = value
         if settings.temperature is not None:
             body["temperature"] = settings.temperature
         if settings.max_tokens is not None:
@@ -176,8 +228,34 @@ def error_message(body: Any) -> str | None:
     return None
 
 
-def parse_completion(body: Any) -> ModelResponse:
+def error_object(body: Any, fallback: str) -> dict[str, Any]:
+    """The upstream's error object in OpenAI's shape (`message`, `type`, `param`, `code`).
+
+    `{"error": {...}}` gives the inner object as it is (with `message` filled in from
+    `fallback` when it has none); anything else (`{"error": "text"}`, `{"detail": ...}`,
+    a body that is not JSON) gives a synthesized `upstream_error` object.
+
+    Args:
+        body: The decoded error body (`None` when it was not JSON).
+        fallback: The message to use when the body has none (e.g. a snippet of the body).
+    """
+    if isinstance(body, Mapping):
+        inner = body.get("error")
+        if isinstance(inner, Mapping):
+            out = dict(inner)
+            if not isinstance(out.get("message"), str) or not out["message"]:
+                out["message"] = error_message(body) or fallback
+            return out
+    message = error_message(body) or fallback
+    return {"message": message, "type": "upstream_error", "param": None, "code": None}
+
+
+def parse_completion(body: Any, ids: IdMap | None = None) -> ModelResponse:
     """A non-streaming Chat Completions response body as a `ModelResponse`.
+
+    Args:
+        body: The decoded JSON body.
+        ids: Maps the upstream's call ids back to the client's (`None`: kept as they are).
 
     Raises:
         UpstreamError: The body is an error report.
@@ -188,7 +266,7 @@ def parse_completion(body: Any) -> ModelResponse:
     choices = body.get("choices")
     if not choices:
         if "error" in body:
-            raise UpstreamError(error_message(body) or "unspecified error")
+            raise UpstreamError(error_object(body, "unspecified error"))
         raise WireError("the response has no 'choices'")
     if not isinstance(choices, list) or not isinstance(choices[0], Mapping):
         raise WireError("'choices' is not a list of objects")
@@ -205,9 +283,14 @@ def parse_completion(body: Any) -> ModelResponse:
         fn = raw.get("function") if isinstance(raw, Mapping) else None
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
             raise WireError("a tool call has no function name")
+        upstream_id = _str_or_none(raw.get("id"))
+        if upstream_id is None:
+            call_id = new_call_id()
+        else:
+            call_id = upstream_id if ids is None else ids.client(upstream_id)
         calls.append(
             ToolCall(
-                id=_str_or_none(raw.get("id")) or new_call_id(),
+                id=call_id,
                 name=fn["name"],
                 arguments=_arguments_text(fn.get("arguments")),
             )
@@ -248,9 +331,11 @@ def parse_usage(raw: Any) -> Usage:
 class _PartialCall:
     index: int
     id: str | None = None
+    """The upstream's id, once seen."""
     name: str | None = None
     args: list[str] = field(default_factory=list)
-    started: bool = False
+    client_id: str | None = None
+    """The id shown to the client, fixed when `ToolCallStart` is emitted."""
 
 
 class ChatStreamAssembler:
@@ -258,20 +343,42 @@ class ChatStreamAssembler:
 
     Tool calls are assembled by the upstream's `index`: arguments are concatenated, the
     name and id come from the first delta carrying them, and the arguments are left as
-    text until the stream ends (they are never parsed while partial). An upstream that
-    sends every call with index 0 is handled too: a delta with a new id starts a new call.
+    text until the stream ends (they are never parsed while partial). The indexes in the
+    events count the calls from 0 in order of appearance, whatever the upstream sent.
+
+    Upstream quirks handled (each has a test):
+
+    - indexes that do not start at 0 or are not contiguous (`1, 2`, `3, 7`);
+    - every call sent with index 0 (or without an index): a delta with a different id
+      starts a new call, and so does a delta naming a function when the current call
+      already has a name and either a different one or complete JSON arguments (for
+      upstreams that send ids only on a call's first delta, or none at all);
+    - ids or names repeated on every delta of a call;
+    - arguments arriving before the name (buffered until the name is known);
+    - arguments sent as a JSON object instead of text.
+
     Calls without an id get a generated one. `ToolCallStart` is emitted as soon as a call's
-    name is known; the indexes in the events count the calls from 0 in order of appearance.
+    name is known, and its id is the one the final response carries.
+
+    Args:
+        ids: Maps the upstream's call ids back to the client's (`None`: kept as they are).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, ids: IdMap | None = None) -> None:
+        self._ids = ids
         self._content: list[str] = []
         self._reasoning: list[str] = []
         self._calls: list[_PartialCall] = []
         self._by_upstream: dict[int, _PartialCall] = {}
+        self._last: _PartialCall | None = None
         self._finish: str | None = None
         self._usage: Usage | None = None
         self._model: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Whether a chunk carried a `finish_reason` (the answer is complete)."""
+        return self._finish is not None
 
     def feed(self, chunk: Any) -> list[StreamDelta]:
         """Take one decoded chunk (the JSON of one `data:` line); return its deltas.
@@ -282,13 +389,14 @@ class ChatStreamAssembler:
         """
         if not isinstance(chunk, Mapping):
             raise WireError(f"a stream event is {_json_type(chunk)}, not a JSON object")
-        if "error" in chunk and not chunk.get("choices"):
-            raise UpstreamError(error_message(chunk) or "unspecified error")
+        choices = chunk.get("choices")
+        if not choices and "error" in chunk:
+            raise UpstreamError(error_object(chunk, "unspecified error"))
         if self._model is None:
             self._model = _str_or_none(chunk.get("model"))
-        if chunk.get("usage"):
-            self._usage = parse_usage(chunk["usage"])
-        choices = chunk.get("choices")
+        usage = chunk.get("usage")
+        if usage:
+            self._usage = parse_usage(usage)
         if not choices:
             return []
         if not isinstance(choices, list):
@@ -305,7 +413,7 @@ class ChatStreamAssembler:
                 self._reasoning.append(reasoning)
                 out.append(ReasoningDelta(reasoning))
             content = delta.get("content")
-            if isinstance(content, str) and content:
+            if content and isinstance(content, str):
                 self._content.append(content)
                 out.append(ContentDelta(content))
             tool_calls = delta.get("tool_calls")
@@ -316,12 +424,13 @@ class ChatStreamAssembler:
                     if isinstance(raw, Mapping):
                         self._feed_call(raw, out)
             reason = choice.get("finish_reason")
-            if isinstance(reason, str) and reason:
+            if reason and isinstance(reason, str):
                 self._finish = reason
         return out
 
     def _feed_call(self, raw: Mapping[str, Any], out: list[StreamDelta]) -> None:
-        upstream = raw.get("index")
+        index = raw.get("index")
+        key: int | None = index if type(index) is int else None
         call_id = _str_or_none(raw.get("id"))
         fn = raw.get("function")
         fn = fn if isinstance(fn, Mapping) else {}
@@ -330,15 +439,13 @@ class ChatStreamAssembler:
         if fragment is not None and not isinstance(fragment, str):
             fragment = orjson.dumps(fragment).decode()
 
-        if isinstance(upstream, int):
-            call = self._by_upstream.get(upstream)
-        else:
-            call = self._calls[-1] if self._calls else None
-        if call is None or (call_id and call.id and call_id != call.id):
+        call = self._last if key is None else self._by_upstream.get(key)
+        if call is None or _starts_new_call(call, call_id, name):
             call = _PartialCall(index=len(self._calls))
             self._calls.append(call)
-            if isinstance(upstream, int):
-                self._by_upstream[upstream] = call
+            if key is not None:
+                self._by_upstream[key] = call
+        self._last = call
         if call_id and call.id is None:
             call.id = call_id
         if name and call.name is None:
@@ -346,14 +453,15 @@ class ChatStreamAssembler:
         if fragment:
             call.args.append(fragment)
 
-        if call.started:
+        if call.client_id is not None:
             if fragment:
                 out.append(ToolCallArgsDelta(call.index, fragment))
         elif call.name is not None:
-            call.started = True
             if call.id is None:
-                call.id = new_call_id()
-            out.append(ToolCallStart(call.index, call.id, call.name))
+                call.client_id = new_call_id()
+            else:
+                call.client_id = call.id if self._ids is None else self._ids.client(call.id)
+            out.append(ToolCallStart(call.index, call.client_id, call.name))
             if call.args:
                 out.append(ToolCallArgsDelta(call.index, "".join(call.args)))
 
@@ -361,7 +469,7 @@ class ChatStreamAssembler:
         """The complete response of everything fed so far."""
         calls = tuple(
             ToolCall(
-                id=c.id or new_call_id(),
+                id=c.client_id or new_call_id(),
                 name=c.name,
                 arguments="".join(c.args).strip() or _EMPTY_ARGS,
             )
@@ -380,6 +488,74 @@ class ChatStreamAssembler:
             usage=self._usage or Usage(requests=1),
             model=self._model,
         )
+
+
+def _starts_new_call(call: _PartialCall, call_id: str | None, name: str | None) -> bool:
+    """Whether a delta addressed to `call` (same upstream index) is really a new call."""
+    if call_id is not None and call.id is not None:
+        return call_id != call.id
+    if name is None or call.name is None:
+        return False
+    if name != call.name:
+        return True
+    # The same name again and no id to tell: a repeat of the name on every delta, or a
+    # second call to the same tool. Complete arguments mean the first call is over.
+    if not call.args or not call.args[-1].rstrip().endswith("}"):
+        return False
+    try:
+        orjson.loads("".join(call.args))
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+class SSEDecoder:
+    """The `data` of server-sent events, from the raw bytes of a stream.
+
+    `feed(bytes)` returns the data of each event completed by those bytes (multi-line data
+    joined with `\\n`), `finish()` the data of an event left without its closing blank
+    line. Works on bytes throughout (orjson reads bytes), splits lines on `\\n`, `\\r\\n`
+    and `\\r`, and ignores comments and the `event`, `id` and `retry` fields.
+    """
+
+    __slots__ = ("_cr", "_data", "_tail")
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self._data: list[bytes] = []
+        self._cr = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The data of the events completed by `chunk`."""
+        if self._cr:
+            # A `\r\n` cut between two chunks: the `\r` already ended the line.
+            self._cr = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+        if b"\r" in chunk:
+            self._cr = chunk.endswith(b"\r")
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if self._tail:
+            chunk = self._tail + chunk
+        lines = chunk.split(b"\n")
+        self._tail = lines.pop()
+        out: list[bytes] = []
+        data = self._data
+        for line in lines:
+            if not line:
+                if data:
+                    out.append(data[0] if len(data) == 1 else b"\n".join(data))
+                    data.clear()
+            elif line.startswith(b"data:"):
+                data.append(line[6:] if line[5:6] == b" " else line[5:])
+        return out
+
+    def finish(self) -> list[bytes]:
+        """The data of an event the stream left unterminated, if any."""
+        out = self.feed(b"\n\n") if self._tail or self._data else []
+        self._tail = b""
+        self._data.clear()
+        return out
 
 
 # --- helpers ----------------------------------------------------------------------------
