@@ -332,6 +332,9 @@ def start_toolwire(procs: Processes, workdir: Path, upstream_port: int) -> Targe
         "    bench-hermes:\n"
         "      model: fake-hermes\n"
         '      tool_calls: "parse:hermes"\n'
+        "    bench-hermes-warm:\n"
+        "      model: fake-hermes-warm\n"
+        '      tool_calls: "parse:hermes"\n'
         "keys:\n"
         "  - name: bench\n"
         f"    env: {GATEWAY_KEY_ENV}\n"
@@ -574,7 +577,7 @@ def measure(
         concurrency=concurrency,
         requests=opts.c1_requests if concurrency == 1 else 10**9,
         duration=opts.duration,
-        warmup=opts.warmup if concurrency == 1 else 2 * concurrency,
+        warmup=opts.warmup if concurrency == 1 else concurrency,
     )
     gateway_pid = target.proc.pid if target.proc else None
 
@@ -643,6 +646,11 @@ def run_hermes(gen: LoadGen, target: Target, opts: argparse.Namespace, workdir: 
     assert target.proc is not None
     saved = workdir / "hermes-response.txt"
     hermes = Target(name="toolwire", port=target.port, path=target.path, model="bench-hermes")
+    # Warm the parse path on a 1 KB argument, then measure the 128 KB one.
+    warm = Target(name="toolwire", port=target.port, path=target.path, model="bench-hermes-warm")
+    body = chat_body(warm.model, stream=True, tools=[WRITE_FILE_TOOL])
+    gen.prepare(warm, body, stream=True, concurrency=1, requests=3, duration=30, warmup=3)
+    gen.go()
     body = chat_body("bench-hermes", stream=True, tools=[WRITE_FILE_TOOL])
     gen.prepare(
         hermes,
@@ -651,7 +659,7 @@ def run_hermes(gen: LoadGen, target: Target, opts: argparse.Namespace, workdir: 
         concurrency=1,
         requests=1,
         duration=120,
-        warmup=1,
+        warmup=0,
         save_body=str(saved),
     )
     for _ in range(opts.hermes_runs):
@@ -873,6 +881,20 @@ def build_table(
         for t in targets.values()
         if t.errors
     ]
+    for name in ("toolwire", "litellm"):
+        gateway = targets.get(name)
+        if gateway is None or gateway.unavailable:
+            continue
+        wall = percentile(pooled(gateway, "c1", "latency"), 50) - percentile(
+            pooled(direct, "c1", "latency"), 50
+        )
+        cpu_each = cpu_ms_per_request(gateway, "c1")
+        if cpu_each is not None and wall * 1000 > max(20.0, 4 * cpu_each):
+            notes.append(
+                f"{header[name]}: c=1 adds {wall * 1000:.1f} ms p50 but uses only "
+                f"{cpu_each:.2f} ms CPU per request: it waits rather than computes — e.g. "
+                "Nagle + delayed ACK (a listening socket without TCP_NODELAY), or a busy CPU"
+            )
     if notes:
         lines += ["", *(f"- {n}" for n in notes)]
     return "\n".join(lines)
@@ -890,7 +912,7 @@ def parse_args() -> argparse.Namespace:
         "--rounds", type=int, help="rounds of alternating targets (default 4; quick 2)"
     )
     parser.add_argument(
-        "--duration", type=float, help="seconds per measurement at most (default 4; quick 1.5)"
+        "--duration", type=float, help="seconds per measurement at most (default 4; quick 1)"
     )
     parser.add_argument(
         "--c1-requests",
@@ -921,7 +943,7 @@ def parse_args() -> argparse.Namespace:
     )
     opts = parser.parse_args()
     opts.rounds = opts.rounds or (2 if opts.quick else 4)
-    opts.duration = opts.duration or (1.5 if opts.quick else 4.0)
+    opts.duration = opts.duration or (1.0 if opts.quick else 4.0)
     opts.c1_requests = opts.c1_requests or (1500 if opts.quick else 4000)
     opts.hermes_runs = opts.hermes_runs or (1 if opts.quick else 3)
     if opts.pin is None:

@@ -12,7 +12,8 @@ gateway, not the fake. `POST .../chat/completions` answers by the request body:
 - otherwise → one small `chat.completion` JSON;
 - a model whose name contains `hermes` → the `parse:hermes` scenario: the content is
   `<tool_call>{"name": "write_file", "arguments": {...}}</tool_call>` as raw text, with a
-  string argument of `--hermes-kb` KB, streamed in 1-character deltas.
+  string argument of `--hermes-kb` KB, streamed in 1-character deltas (1 KB if the name
+  also contains `warm`: a cheap warm-up of the same path).
 
 `GET /healthz` and `GET /v1/models` answer 200. Everything else is 404.
 """
@@ -93,7 +94,7 @@ def _chunk_event(model: str, delta: dict[str, object], finish: str | None) -> di
 
 
 def build_responses(hermes_kb: int) -> dict[str, bytes]:
-    """Every response, serialised once: `plain`, `stream`, `hermes`, `hermes_plain`,
+    """Every response, serialised once: `plain`, `stream`, `hermes[_warm][_plain]`,
     `models`, `healthz`, `not_found`."""
     usage = {"prompt_tokens": 12, "completion_tokens": 20, "total_tokens": 32}
     completion = {
@@ -117,21 +118,27 @@ def build_responses(hermes_kb: int) -> dict[str, bytes]:
     ]
     stream_events.append(_chunk_event(MODEL, {"content": "end."}, "stop"))
 
-    text = hermes_text(hermes_kb)
-    # One event per character; serialising 130 000 events takes a moment, once.
-    hermes_model = "fake-hermes"
-    hermes_events = [_chunk_event(hermes_model, {"role": "assistant", "content": ""}, None)]
-    hermes_events += [_chunk_event(hermes_model, {"content": ch}, None) for ch in text]
-    hermes_events.append(_chunk_event(hermes_model, {}, "stop"))
-    hermes_plain = json.loads(json.dumps(completion))
-    hermes_plain["model"] = hermes_model
-    hermes_plain["choices"][0]["message"]["content"] = text
+    def hermes(kb: int) -> tuple[bytes, bytes]:
+        text = hermes_text(kb)
+        # One event per character; serialising 130 000 events takes a moment, once.
+        model = "fake-hermes"
+        events = [_chunk_event(model, {"role": "assistant", "content": ""}, None)]
+        events += [_chunk_event(model, {"content": ch}, None) for ch in text]
+        events.append(_chunk_event(model, {}, "stop"))
+        plain = json.loads(json.dumps(completion))
+        plain["model"] = model
+        plain["choices"][0]["message"]["content"] = text
+        return _sse(events), _json_response(plain)
 
+    hermes_stream, hermes_plain = hermes(hermes_kb)
+    warm_stream, warm_plain = hermes(1)
     return {
         "plain": _json_response(completion),
         "stream": _sse(stream_events),
-        "hermes": _sse(hermes_events),
-        "hermes_plain": _json_response(hermes_plain),
+        "hermes": hermes_stream,
+        "hermes_plain": hermes_plain,
+        "hermes_warm": warm_stream,
+        "hermes_warm_plain": warm_plain,
         "models": _json_response(
             {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "bench"}]}
         ),
@@ -194,10 +201,11 @@ class UpstreamProtocol(asyncio.Protocol):
         path = rest.partition(" ")[0].partition("?")[0]
         if method == "POST" and path.endswith("/chat/completions"):
             found = _MODEL_FIELD.search(body)
-            hermes = found is not None and b"hermes" in found.group(1)
+            model = found.group(1) if found is not None else b""
             stream = _STREAM_FIELD.search(body) is not None
-            if hermes:
-                return self._responses["hermes" if stream else "hermes_plain"]
+            if b"hermes" in model:
+                name = "hermes_warm" if b"warm" in model else "hermes"
+                return self._responses[name if stream else f"{name}_plain"]
             return self._responses["stream" if stream else "plain"]
         if method == "GET" and path.endswith("/models"):
             return self._responses["models"]

@@ -244,7 +244,7 @@ class LoadGen:
         for _ in range(spec["concurrency"]):
             _, conn = await loop.create_connection(ClientProtocol, spec["host"], spec["port"])
             self.conns.append(conn)
-        per_conn = max(1, -(-spec["warmup"] // len(self.conns)))
+        per_conn = -(-spec["warmup"] // len(self.conns))  # ceil; 0 means no warm-up
         results = await asyncio.gather(*(self._warm(c, per_conn) for c in self.conns))
         errors = [r.error for rs in results for r in rs if not r.ok]
         if errors:
