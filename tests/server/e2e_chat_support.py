@@ -12,15 +12,18 @@ from typing import Any, Final
 import httpx
 import openai
 from live import LiveServer
+from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
 from toolwire.server import GatewayConfig, create_app
 
+# The tools and messages are typed `Any`: they go both to the `openai` SDK (TypedDict
+# parameters) and into raw JSON bodies.
 UPSTREAM_KEY_ENV: Final = "TOOLWIRE_TEST_UPSTREAM_KEY"
 UPSTREAM_SECRET: Final = "sk-upstream-Sekr3t-9c41f0e2d7"
 """The upstream key: recognisable, so any echo of it in a response is caught."""
 ENVIRON: Final = {UPSTREAM_KEY_ENV: UPSTREAM_SECRET}
 
-WEATHER_TOOL: Final[dict[str, Any]] = {
+WEATHER_TOOL: Final[Any] = {
     "type": "function",
     "function": {
         "name": "get_weather",
@@ -32,7 +35,7 @@ WEATHER_TOOL: Final[dict[str, Any]] = {
         },
     },
 }
-TIME_TOOL: Final[dict[str, Any]] = {
+TIME_TOOL: Final[Any] = {
     "type": "function",
     "function": {
         "name": "get_time",
@@ -117,5 +120,15 @@ def sse_chunks(response: httpx.Response) -> list[dict[str, Any]]:
     return [json.loads(d) for d in datas[:-1]]
 
 
-def user(text: str = "What is the weather in Paris?") -> list[dict[str, Any]]:
+def user(text: str = "What is the weather in Paris?") -> list[Any]:
+    """One user message, typed loosely so the SDK's and raw requests can both take it."""
     return [{"role": "user", "content": text}]
+
+
+def function_calls(answer: ChatCompletion) -> list[tuple[str, str, Any]]:
+    """`(id, name, parsed arguments)` of each tool call of the answer's first choice."""
+    out: list[tuple[str, str, Any]] = []
+    for call in answer.choices[0].message.tool_calls or []:
+        assert isinstance(call, ChatCompletionMessageFunctionToolCall)
+        out.append((call.id, call.function.name, json.loads(call.function.arguments)))
+    return out

@@ -113,8 +113,8 @@ def test_tool_use_becomes_tool_calls(server: LiveServer, fake: FakeAnthropicServ
     with sdk(server) as client:
         answer = client.chat.completions.create(
             model="claude",
-            messages=user(),  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL],  # type: ignore[list-item]
+            messages=user(),
+            tools=[WEATHER_TOOL],
             tool_choice="required",
         )
     assert answer.choices[0].message.content == "Let me look."
@@ -146,8 +146,8 @@ def test_streamed_parallel_tool_use(server: LiveServer, fake: FakeAnthropicServe
         sdk(server) as client,
         client.chat.completions.stream(
             model="claude",
-            messages=user("Weather in Paris, time in Tokyo?"),  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL, TIME_TOOL],  # type: ignore[list-item]
+            messages=user("Weather in Paris, time in Tokyo?"),
+            tools=[WEATHER_TOOL, TIME_TOOL],
         ) as stream,
     ):
         indexes = [
@@ -169,7 +169,7 @@ def test_streamed_parallel_tool_use(server: LiveServer, fake: FakeAnthropicServe
     assert fake.last.json["stream"] is True
 
 
-def _history(first_id: str, second_id: str) -> list[dict[str, Any]]:
+def _history(first_id: str, second_id: str) -> list[Any]:
     return [
         *user("Weather in Paris, time in Tokyo?"),
         {
@@ -200,8 +200,8 @@ def test_tool_results_go_back_as_tool_result_blocks(
     with sdk(server) as client:
         answer = client.chat.completions.create(
             model="claude",
-            messages=_history("toolu_w", "toolu_t"),  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL, TIME_TOOL],  # type: ignore[list-item]
+            messages=_history("toolu_w", "toolu_t"),
+            tools=[WEATHER_TOOL, TIME_TOOL],
         )
     assert answer.choices[0].message.content == "18C in Paris; 21:00 in Tokyo."
     turns = fake.last.json["messages"]
@@ -278,7 +278,7 @@ def test_upstream_4xx_is_relayed(
 def test_upstream_auth_error_through_the_sdk(server: LiveServer, fake: FakeAnthropicServer) -> None:
     fake.reply(error(401, "invalid x-api-key", type="authentication_error"))
     with sdk(server) as client, pytest.raises(openai.AuthenticationError) as info:
-        client.chat.completions.create(model="claude", messages=user())  # type: ignore[arg-type]
+        client.chat.completions.create(model="claude", messages=user())
     assert "invalid x-api-key" in info.value.message
     assert UPSTREAM_SECRET not in str(info.value.body)
 
@@ -286,7 +286,7 @@ def test_upstream_auth_error_through_the_sdk(server: LiveServer, fake: FakeAnthr
 def test_overloaded_then_success_is_retried(server: LiveServer, fake: FakeAnthropicServer) -> None:
     fake.reply(error(529, "Overloaded", type="overloaded_error"), message("Made it."))
     with sdk(server) as client:
-        answer = client.chat.completions.create(model="claude", messages=user())  # type: ignore[arg-type]
+        answer = client.chat.completions.create(model="claude", messages=user())
     assert answer.choices[0].message.content == "Made it."
     assert len(fake.requests) == 2
 
@@ -295,7 +295,7 @@ def test_mid_stream_drop_raises_in_the_sdk(server: LiveServer, fake: FakeAnthrop
     fake.reply(sse(events(text("The weather in Paris is lovely"), chunk=4), drop_after=5))
     received: list[str] = []
     with sdk(server) as client:
-        stream = client.chat.completions.create(model="claude", messages=user(), stream=True)  # type: ignore[arg-type]
+        stream = client.chat.completions.create(model="claude", messages=user(), stream=True)
         with pytest.raises(openai.APIError):
             _read_content(stream, received)
     shown = "".join(received)

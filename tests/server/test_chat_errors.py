@@ -116,7 +116,7 @@ def test_wrong_types_name_the_field(
 
 def test_unknown_model_is_404(server: LiveServer, openai_server: FakeOpenAIServer) -> None:
     with sdk(server, KEY) as client, pytest.raises(openai.NotFoundError) as info:
-        client.chat.completions.create(model="gpt-9", messages=user())  # type: ignore[arg-type]
+        client.chat.completions.create(model="gpt-9", messages=user())
     assert info.value.status_code == 404
     assert info.value.code == "model_not_found"
     assert info.value.param == "model"
@@ -127,7 +127,7 @@ def test_unknown_model_is_404(server: LiveServer, openai_server: FakeOpenAIServe
 def test_oversized_body_is_413(server: LiveServer, openai_server: FakeOpenAIServer) -> None:
     big = "x" * 10_000
     with sdk(server, KEY) as client, pytest.raises(openai.APIStatusError) as info:
-        client.chat.completions.create(model="gpt", messages=user(big))  # type: ignore[arg-type]
+        client.chat.completions.create(model="gpt", messages=user(big))
     assert info.value.status_code == 413
     assert info.value.code == "request_too_large"
     assert "max_body_bytes" in info.value.message
@@ -159,12 +159,12 @@ def test_too_many_messages(server: LiveServer, openai_server: FakeOpenAIServer) 
 
 
 def test_too_many_tools(server: LiveServer, openai_server: FakeOpenAIServer) -> None:
-    tools = [
+    tools: list[Any] = [
         {"type": "function", "function": {"name": f"tool_{i}", "parameters": {"type": "object"}}}
         for i in range(3)
     ]
     with sdk(server, KEY) as client, pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.create(model="gpt", messages=user(), tools=tools)  # type: ignore[arg-type]
+        client.chat.completions.create(model="gpt", messages=user(), tools=tools)
     assert info.value.param == "tools"
     assert info.value.code == "too_many_tools"
     assert "max_tools" in info.value.message
@@ -186,9 +186,11 @@ def test_too_many_tools(server: LiveServer, openai_server: FakeOpenAIServer) -> 
 def test_bad_tool_schema(
     server: LiveServer, openai_server: FakeOpenAIServer, parameters: Any, param: str
 ) -> None:
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": parameters}}]
+    tools: list[Any] = [
+        {"type": "function", "function": {"name": "get_weather", "parameters": parameters}}
+    ]
     with sdk(server, KEY) as client, pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.create(model="gpt", messages=user(), tools=tools)  # type: ignore[arg-type]
+        client.chat.completions.create(model="gpt", messages=user(), tools=tools)
     assert info.value.param == param
     assert info.value.code == "invalid_tool_schema"
     assert "get_weather" in info.value.message
@@ -201,8 +203,8 @@ def test_tool_choice_naming_an_unknown_tool(
     with sdk(server, KEY) as client, pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(
             model="gpt",
-            messages=user(),  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL],  # type: ignore[list-item]
+            messages=user(),
+            tools=[WEATHER_TOOL],
             tool_choice={"type": "function", "function": {"name": "get_stock_price"}},
         )
     assert info.value.param == "tool_choice.function.name"
@@ -221,7 +223,7 @@ def test_tool_choice_required_without_tools(
 
 def test_n_above_one_is_refused(server: LiveServer, openai_server: FakeOpenAIServer) -> None:
     with sdk(server, KEY) as client, pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.create(model="gpt", messages=user(), n=2)  # type: ignore[arg-type]
+        client.chat.completions.create(model="gpt", messages=user(), n=2)
     assert info.value.param == "n"
     assert info.value.code == "unsupported_parameter"
     assert openai_server.requests == []
@@ -285,7 +287,7 @@ def test_wrong_gateway_key_is_401(server: LiveServer, openai_server: FakeOpenAIS
         sdk(server, "tw-not-the-key") as client,
         pytest.raises(openai.AuthenticationError) as info,
     ):
-        client.chat.completions.create(model="gpt", messages=user())  # type: ignore[arg-type]
+        client.chat.completions.create(model="gpt", messages=user())
     assert info.value.status_code == 401
     assert "tw-not-the-key" not in str(info.value.body)
     assert openai_server.requests == []
@@ -321,7 +323,7 @@ def test_call_left_without_a_result_is_400(
         {"role": "user", "content": "And?"},
     ]
     with sdk(server, KEY) as client, pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.create(model="gpt", messages=messages, tools=[WEATHER_TOOL])  # type: ignore[arg-type, list-item]
+        client.chat.completions.create(model="gpt", messages=messages, tools=[WEATHER_TOOL])
     assert info.value.param == "messages[1].tool_calls[1].id"
     assert "call_b" in info.value.message
     assert openai_server.requests == []
@@ -337,7 +339,7 @@ def test_call_unanswered_at_the_end_is_400(
     assert openai_server.requests == []
 
 
-def _with_orphan() -> list[dict[str, Any]]:
+def _with_orphan() -> list[Any]:
     return [
         *user(),
         {"role": "assistant", "content": None, "tool_calls": [_call("call_a")]},
@@ -356,8 +358,8 @@ def test_orphan_tool_results_are_dropped_and_named(
     with sdk(server, KEY) as client:
         raw = client.chat.completions.with_raw_response.create(
             model="gpt",
-            messages=_with_orphan(),  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL],  # type: ignore[list-item]
+            messages=_with_orphan(),
+            tools=[WEATHER_TOOL],
         )
     answer = raw.parse()
     assert answer.choices[0].message.content == "You're welcome."
@@ -372,7 +374,7 @@ def test_no_dropped_header_when_nothing_is_dropped(
 ) -> None:
     openai_server.reply(completion("Hi"))
     with sdk(server, KEY) as client:
-        raw = client.chat.completions.with_raw_response.create(model="gpt", messages=user())  # type: ignore[arg-type]
+        raw = client.chat.completions.with_raw_response.create(model="gpt", messages=user())
     assert "toolwire-dropped-tool-results" not in raw.headers
 
 
@@ -380,7 +382,7 @@ def test_strict_tool_results_refuse_an_orphan(
     strict_server: LiveServer, openai_server: FakeOpenAIServer
 ) -> None:
     with sdk(strict_server, KEY) as client, pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.create(model="gpt", messages=_with_orphan())  # type: ignore[arg-type]
+        client.chat.completions.create(model="gpt", messages=_with_orphan())
     assert info.value.param == "messages[3].tool_call_id"
     assert info.value.code == "orphan_tool_result"
     assert "call_ghost" in info.value.message

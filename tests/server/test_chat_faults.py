@@ -83,7 +83,7 @@ def test_503_then_200_is_retried(server: LiveServer, openai_server: FakeOpenAISe
     openai_server.fail(1, 503)
     openai_server.reply(completion("recovered"))
     with sdk(server) as client:
-        answer = client.chat.completions.create(model="gpt", messages=user())  # type: ignore[arg-type]
+        answer = client.chat.completions.create(model="gpt", messages=user())
     assert answer.choices[0].message.content == "recovered"
     assert len(openai_server.requests) == 2
     assert openai_server.requests[0].json == openai_server.requests[1].json
@@ -93,7 +93,7 @@ def test_503_then_stream_is_retried(server: LiveServer, openai_server: FakeOpenA
     openai_server.fail(1, 502)
     openai_server.reply(sse([delta("re"), delta("covered"), delta(finish_reason="stop")]))
     with sdk(server) as client:
-        stream = client.chat.completions.create(model="gpt", messages=user(), stream=True)  # type: ignore[arg-type]
+        stream = client.chat.completions.create(model="gpt", messages=user(), stream=True)
         text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     assert text == "recovered"
     assert len(openai_server.requests) == 2
@@ -105,7 +105,7 @@ def test_429_with_retry_after_is_retried(
     openai_server.fail(1, 429, retry_after=0)
     openai_server.reply(completion("ok"))
     with sdk(server) as client:
-        answer = client.chat.completions.create(model="gpt", messages=user())  # type: ignore[arg-type]
+        answer = client.chat.completions.create(model="gpt", messages=user())
     assert answer.choices[0].message.content == "ok"
     assert len(openai_server.requests) == 2
 
@@ -128,7 +128,7 @@ def test_unreachable_upstream_is_502() -> None:
         plain = post_chat(live, {"model": "gpt", "messages": user()})
         streamed = post_chat(live, {"model": "gpt", "messages": user(), "stream": True})
         with sdk(live) as client, pytest.raises(openai.APIStatusError) as info:
-            client.chat.completions.create(model="gpt", messages=user())  # type: ignore[arg-type]
+            client.chat.completions.create(model="gpt", messages=user())
     for response in (plain, streamed):
         error = openai_error(response, 502)
         assert error["type"] == "upstream_error"
@@ -159,7 +159,7 @@ def test_upstream_4xx_is_relayed(
 def test_upstream_4xx_through_the_sdk(server: LiveServer, openai_server: FakeOpenAIServer) -> None:
     openai_server.reply(error(400, "context length exceeded", code="context_length_exceeded"))
     with sdk(server) as client, pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.create(model="gpt", messages=user())  # type: ignore[arg-type]
+        client.chat.completions.create(model="gpt", messages=user())
     assert info.value.code == "context_length_exceeded"
     assert "context length exceeded" in info.value.message
 
@@ -173,7 +173,7 @@ def test_mid_stream_drop_raises_in_the_sdk(
     openai_server.reply(dropped([delta("The weather "), delta("in Paris is")]))
     received: list[str] = []
     with sdk(server) as client:
-        stream = client.chat.completions.create(model="gpt", messages=user(), stream=True)  # type: ignore[arg-type]
+        stream = client.chat.completions.create(model="gpt", messages=user(), stream=True)
         with pytest.raises(openai.APIError) as info:
             _read_content(stream, received)
     assert "".join(received) == "The weather in Paris is"
@@ -217,7 +217,7 @@ def test_stream_ending_without_a_finish_is_an_error(
     # A clean end of body, but no finish_reason and no [DONE]: still a truncation.
     openai_server.reply(sse([delta("half an ans")], done=False))
     with sdk(server) as client:
-        stream = client.chat.completions.create(model="gpt", messages=user(), stream=True)  # type: ignore[arg-type]
+        stream = client.chat.completions.create(model="gpt", messages=user(), stream=True)
         with pytest.raises(openai.APIError):
             _read_content(stream, [])
 

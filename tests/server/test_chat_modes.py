@@ -77,8 +77,8 @@ def test_parse_hermes_stream_assembled_by_the_sdk(
         sdk(server) as client,
         client.chat.completions.stream(
             model="hermes-raw",
-            messages=user(),  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL],  # type: ignore[list-item]
+            messages=user(),
+            tools=[WEATHER_TOOL],
         ) as stream,
     ):
         answer = stream.get_final_completion()
@@ -96,8 +96,8 @@ def test_parse_hermes_whole_answer(server: LiveServer, openai_server: FakeOpenAI
     with sdk(server) as client:
         answer = client.chat.completions.create(
             model="hermes-raw",
-            messages=user(),  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL],  # type: ignore[list-item]
+            messages=user(),
+            tools=[WEATHER_TOOL],
         )
     assert (answer.choices[0].message.content or "").strip() == "Let me check."
     assert _only_call(answer) == ("get_weather", {"city": "Paris"})
@@ -144,8 +144,8 @@ def test_parse_plain_text_stays_content(
         sdk(server) as client,
         client.chat.completions.stream(
             model="hermes-raw",
-            messages=user(),  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL],  # type: ignore[list-item]
+            messages=user(),
+            tools=[WEATHER_TOOL],
         ) as stream,
     ):
         answer = stream.get_final_completion()
@@ -157,19 +157,20 @@ def test_parse_plain_text_stays_content(
 @pytest.mark.parametrize("stream", [False, True])
 def test_parse_qwen3_xml(server: LiveServer, openai_server: FakeOpenAIServer, stream: bool) -> None:
     openai_server.reply(text_sse(QWEN_ANSWER, chunk=5) if stream else completion(QWEN_ANSWER))
+    answer: ChatCompletion
     with sdk(server) as client:
         if stream:
             with client.chat.completions.stream(
                 model="qwen-raw",
-                messages=user(),  # type: ignore[arg-type]
-                tools=[WEATHER_TOOL],  # type: ignore[list-item]
+                messages=user(),
+                tools=[WEATHER_TOOL],
             ) as events:
                 answer = events.get_final_completion()
         else:
             answer = client.chat.completions.create(
                 model="qwen-raw",
-                messages=user(),  # type: ignore[arg-type]
-                tools=[WEATHER_TOOL],  # type: ignore[list-item]
+                messages=user(),
+                tools=[WEATHER_TOOL],
             )
     assert (answer.choices[0].message.content or "").strip() == "Checking the weather."
     assert _only_call(answer) == ("get_weather", {"city": "Paris"})
@@ -191,12 +192,13 @@ def test_prompted_puts_the_tools_in_the_system_prompt(
     server: LiveServer, openai_server: FakeOpenAIServer, stream: bool
 ) -> None:
     openai_server.reply(text_sse(HERMES_ANSWER, chunk=7) if stream else completion(HERMES_ANSWER))
+    answer: ChatCompletion
     with sdk(server) as client:
         if stream:
             with client.chat.completions.stream(
                 model="prompted",
-                messages=user(),  # type: ignore[arg-type]
-                tools=[WEATHER_TOOL],  # type: ignore[list-item]
+                messages=user(),
+                tools=[WEATHER_TOOL],
                 tool_choice="auto",
                 parallel_tool_calls=True,
             ) as events:
@@ -204,8 +206,8 @@ def test_prompted_puts_the_tools_in_the_system_prompt(
         else:
             answer = client.chat.completions.create(
                 model="prompted",
-                messages=user(),  # type: ignore[arg-type]
-                tools=[WEATHER_TOOL],  # type: ignore[list-item]
+                messages=user(),
+                tools=[WEATHER_TOOL],
                 tool_choice="auto",
                 parallel_tool_calls=True,
             )
@@ -232,9 +234,9 @@ def test_prompted_extends_the_clients_system_message(
             model="prompted",
             messages=[
                 {"role": "system", "content": "Answer in French."},
-                *user(),  # type: ignore[list-item]
+                *user(),
             ],
-            tools=[WEATHER_TOOL],  # type: ignore[list-item]
+            tools=[WEATHER_TOOL],
         )
     assert answer.choices[0].message.content == "Bonjour."
     sent = openai_server.last.json["messages"]
@@ -303,8 +305,8 @@ def test_prompted_forced_choice_obeyed_is_one_request(
     with sdk(server) as client:
         answer = client.chat.completions.create(
             model="prompted",
-            messages=user(),  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL],  # type: ignore[list-item]
+            messages=user(),
+            tools=[WEATHER_TOOL],
             tool_choice="required",
         )
     assert _only_call(answer) == ("get_weather", {"city": "Paris"})
@@ -315,7 +317,7 @@ def test_prompted_history_is_rewritten_as_text(
     server: LiveServer, openai_server: FakeOpenAIServer
 ) -> None:
     openai_server.reply(completion("It is 18C in Paris and 9pm in Tokyo."))
-    history: list[dict[str, Any]] = [
+    history: list[Any] = [
         *user("Weather in Paris and time in Tokyo?"),
         {
             "role": "assistant",
@@ -339,8 +341,8 @@ def test_prompted_history_is_rewritten_as_text(
     with sdk(server) as client:
         answer = client.chat.completions.create(
             model="prompted",
-            messages=history,  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL, TIME_TOOL],  # type: ignore[list-item]
+            messages=history,
+            tools=[WEATHER_TOOL, TIME_TOOL],
         )
     assert answer.choices[0].message.content == "It is 18C in Paris and 9pm in Tokyo."
     sent = openai_server.last.json["messages"]

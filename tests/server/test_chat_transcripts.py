@@ -13,6 +13,7 @@ import pytest
 from e2e_chat_support import (
     TIME_TOOL,
     WEATHER_TOOL,
+    function_calls,
     live_gateway,
     openai_error,
     openai_upstream,
@@ -22,6 +23,7 @@ from e2e_chat_support import (
     user,
 )
 from live import LiveServer
+from openai.types.chat import ChatCompletion
 from server_support import config_with
 
 from fakes.openai_server import (
@@ -83,7 +85,7 @@ def _streamed_arguments(chunks: Sequence[dict[str, Any]]) -> dict[int, str]:
 CLIENT_IDS = ("call_abc123def456ghi789", "call_2", "toolu_01XyZ-with.dots")
 
 
-def _mistral_history() -> list[dict[str, Any]]:
+def _mistral_history() -> list[Any]:
     return [
         *user("Weather in Paris and Rome, time in Tokyo?"),
         {
@@ -120,8 +122,8 @@ def test_mistral_ids_are_nine_alphanumerics_and_consistent(
     with sdk(server) as client:
         answer = client.chat.completions.create(
             model="mistral",
-            messages=_mistral_history(),  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL, TIME_TOOL],  # type: ignore[list-item]
+            messages=_mistral_history(),
+            tools=[WEATHER_TOOL, TIME_TOOL],
         )
     sent = openai_server.last.json
     assert sent["model"] == "mistral-large-latest"
@@ -207,8 +209,8 @@ def test_parallel_calls_at_index_zero_through_the_sdk(
         sdk(server) as client,
         client.chat.completions.stream(
             model="gpt",
-            messages=user("Weather in Paris and Rome, time in Tokyo?"),  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL, TIME_TOOL],  # type: ignore[list-item]
+            messages=user("Weather in Paris and Rome, time in Tokyo?"),
+            tools=[WEATHER_TOOL, TIME_TOOL],
         ) as stream,
     ):
         answer = stream.get_final_completion()
@@ -308,27 +310,26 @@ def test_tool_request_answer_comes_back_as_a_tool_call(
         {"tool_request": {"name": "get_weather", "arguments": {"city": "Oslo"}}}
     )
     openai_server.reply(text_sse(answer_text, chunk=6) if stream else completion(answer_text))
+    answer: ChatCompletion
     with sdk(dialect_server) as client:
         if stream:
             with client.chat.completions.stream(
                 model="gpt",
-                messages=user("Weather in Oslo?"),  # type: ignore[arg-type]
-                tools=[WEATHER_TOOL],  # type: ignore[list-item]
+                messages=user("Weather in Oslo?"),
+                tools=[WEATHER_TOOL],
             ) as events:
                 answer = events.get_final_completion()
         else:
             answer = client.chat.completions.create(
                 model="gpt",
-                messages=user("Weather in Oslo?"),  # type: ignore[arg-type]
-                tools=[WEATHER_TOOL],  # type: ignore[list-item]
+                messages=user("Weather in Oslo?"),
+                tools=[WEATHER_TOOL],
             )
     choice = answer.choices[0]
     assert not choice.message.content
-    calls = choice.message.tool_calls or []
-    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
-        ("get_weather", {"city": "Oslo"})
-    ]
-    assert calls[0].id
+    ((call_id, name, arguments),) = function_calls(answer)
+    assert (name, arguments) == ("get_weather", {"city": "Oslo"})
+    assert call_id
     assert choice.finish_reason == "tool_calls"
 
 
@@ -340,8 +341,8 @@ def test_prose_mentioning_tool_request_stays_text(
     with sdk(dialect_server) as client:
         answer = client.chat.completions.create(
             model="gpt",
-            messages=user("How do I call a tool?"),  # type: ignore[arg-type]
-            tools=[WEATHER_TOOL],  # type: ignore[list-item]
+            messages=user("How do I call a tool?"),
+            tools=[WEATHER_TOOL],
         )
     assert answer.choices[0].message.content == prose
     assert not answer.choices[0].message.tool_calls
