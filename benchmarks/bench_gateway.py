@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import importlib.metadata
 import json
 import os
 import platform
@@ -50,7 +51,7 @@ from typing import Any
 import httpx
 
 HERE = Path(__file__).resolve().parent
-LITELLM_VENV = HERE / ".venv-litellm"
+DEFAULT_LITELLM_VENV = HERE / ".venv-litellm"
 UPSTREAM_KEY_ENV = "BENCH_UPSTREAM_KEY"
 GATEWAY_KEY_ENV = "BENCH_GATEWAY_KEY"
 # Both gateways check a bearer key, as in production (LiteLLM refuses to start without one).
@@ -361,9 +362,9 @@ def start_toolwire(procs: Processes, workdir: Path, upstream_port: int) -> Targe
     return target
 
 
-def litellm_version() -> str | None:
-    python = LITELLM_VENV / "bin" / "python"
-    if not (LITELLM_VENV / "bin" / "litellm").exists() or not python.exists():
+def litellm_version(venv: Path) -> str | None:
+    python = venv / "bin" / "python"
+    if not (venv / "bin" / "litellm").exists() or not python.exists():
         return None
     found = subprocess.run(
         [str(python), "-c", "import importlib.metadata as m; print(m.version('litellm'))"],
@@ -374,7 +375,7 @@ def litellm_version() -> str | None:
     return found.stdout.strip() or None
 
 
-def start_litellm(procs: Processes, workdir: Path, upstream_port: int) -> Target:
+def start_litellm(procs: Processes, workdir: Path, upstream_port: int, venv: Path) -> Target:
     config = workdir / "litellm-bench.yaml"
     config.write_text(
         "model_list:\n"
@@ -419,7 +420,7 @@ def start_litellm(procs: Processes, workdir: Path, upstream_port: int) -> Target
     target.proc = procs.start(
         "litellm",
         [
-            str(LITELLM_VENV / "bin" / "litellm"),
+            str(venv / "bin" / "litellm"),
             "--config",
             str(config),
             "--host",
@@ -686,8 +687,11 @@ def run_hermes(gen: LoadGen, target: Target, opts: argparse.Namespace, workdir: 
     except json.JSONDecodeError:
         parsed = None
     expected = hermes_argument(opts.hermes_kb)
+    deltas = sum(1 for a in arguments if a)
     if name == HERMES_TOOL and isinstance(parsed, dict) and parsed.get("content") == expected:
-        out.verdict = f"ok ({len(arguments)} argument deltas)"
+        out.verdict = (
+            f"argument intact, sent to the client in {deltas} delta{'' if deltas == 1 else 's'}"
+        )
     else:
         out.verdict = f"WRONG: tool {name!r}, {len(''.join(arguments))} argument characters"
     return out
@@ -718,7 +722,7 @@ def build_table(
     versions: str,
 ) -> str:
     direct = targets["direct"]
-    names = [n for n in ("direct", "toolwire", "litellm") if n in targets]
+    names: list[str] = [n for n in ("direct", "toolwire", "litellm") if n in targets]
     header = {"direct": "direct", "toolwire": "toolwire", "litellm": "LiteLLM"}
 
     def cell(name: str, render: Callable[[Target], str], always: bool) -> str:
@@ -835,7 +839,11 @@ def build_table(
     if tw_ok and tw is not None and tw.rss_idle is not None:
         tw_rss = max([tw.rss_idle, tw.rss_peak, *tw.rss_rounds]) < 100
     row("RSS MB idle", rss_idle, "< 100", only=gateways, always=True)
-    row("RSS MB after each round", rss_rounds, "flat", only=gateways)
+    flat = None
+    if tw_ok and tw is not None and len(tw.rss_rounds) >= 2:
+        # Flat: the last round holds no more than the first plus a little noise.
+        flat = tw.rss_rounds[-1] - tw.rss_rounds[0] <= max(3.0, 0.05 * tw.rss_rounds[0])
+    row("RSS MB after each round", rss_rounds, "flat" + check(flat), only=gateways)
     row("RSS MB peak under load", rss_load, "< 100" + check(tw_rss), only=gateways)
     tw_start = tw.startup_s if tw is not None and tw.startup_s is not None else None
     row(
@@ -851,7 +859,7 @@ def build_table(
     if hermes is not None and hermes.cpu_ms:
         value = statistics.median(hermes.cpu_ms)
         hermes_text = (
-            f"{value:.0f} ({statistics.median(hermes.wall_ms):.0f} wall; {hermes.verdict})"
+            f"{value:.0f} (wall {statistics.median(hermes.wall_ms):.0f} ms; {hermes.verdict})"
         )
         hermes_met = value < 300
     elif hermes is not None:
@@ -925,6 +933,12 @@ def parse_args() -> argparse.Namespace:
         default="direct,toolwire,litellm",
         help="comma-separated subset of direct,toolwire,litellm",
     )
+    parser.add_argument(
+        "--litellm-venv",
+        type=Path,
+        default=DEFAULT_LITELLM_VENV,
+        help="virtualenv with litellm[proxy] (default: benchmarks/.venv-litellm)",
+    )
     parser.add_argument("--hermes-kb", type=int, default=128)
     parser.add_argument(
         "--hermes-runs", type=int, help="parse:hermes requests (default 3; quick 1)"
@@ -969,12 +983,10 @@ def main() -> int:
     targets: dict[str, Target] = {}
     hermes: Hermes | None = None
     started = time.monotonic()
-    lite_version = litellm_version() if "litellm" in opts.targets else None
+    lite_version = litellm_version(opts.litellm_venv) if "litellm" in opts.targets else None
     try:
-        import toolwire
-
-        tw_version = getattr(toolwire, "__version__", "?")
-    except ImportError:
+        tw_version: str | None = importlib.metadata.version("toolwire")
+    except importlib.metadata.PackageNotFoundError:
         tw_version = None
     print(f"$ {command}")
     print(
@@ -1012,15 +1024,16 @@ def main() -> int:
         if "litellm" in opts.targets:
             if lite_version is None:
                 print(
-                    "LiteLLM is not installed in benchmarks/.venv-litellm; its rows are n/a.\n"
-                    "  Install it with: bash benchmarks/setup_litellm.sh",
+                    f"LiteLLM is not installed in {opts.litellm_venv}; its rows are n/a.\n"
+                    "  Install it with: bash benchmarks/setup_litellm.sh "
+                    "(creates benchmarks/.venv-litellm with pip install 'litellm[proxy]')",
                     flush=True,
                 )
                 targets["litellm"] = Target(
                     name="litellm", port=0, path="", model="", unavailable="n/a (not installed)"
                 )
             else:
-                target = start_litellm(procs, workdir, upstream_port)
+                target = start_litellm(procs, workdir, upstream_port, opts.litellm_venv)
                 assert target.proc is not None
                 time.sleep(0.3)
                 target.rss_idle = rss_mb(target.proc.pid)
