@@ -334,3 +334,58 @@ async def test_disconnect_cancels_a_running_server_tool(
     assert await asyncio.to_thread(e2e_slow_tools.cancelled.wait, 5)
     assert not e2e_slow_tools.finished.is_set()
     assert len(openai_server.requests) == 1  # the loop stopped with the tool
+
+
+# --- the same faults when server tools run (the agent path) ---------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_agent_path_relays_upstream_4xx(
+    tools_server: LiveServer, openai_server: FakeOpenAIServer, stream: bool
+) -> None:
+    openai_server.reply(error(422, "unprocessable messages", code="bad_messages"))
+    response = post_chat(tools_server, {"model": "gpt", "messages": user(), "stream": stream})
+    err = openai_error(response, 422)
+    assert err["message"] == "unprocessable messages"
+    assert err["code"] == "bad_messages"
+    assert len(openai_server.requests) == 1
+
+
+def test_agent_path_mid_stream_drop_raises_in_the_sdk(
+    tools_server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    openai_server.reply(dropped([delta("The weather "), delta("in Paris is")]))
+    received: list[str] = []
+    with sdk(tools_server) as client:
+        stream = client.chat.completions.create(model="gpt", messages=user(), stream=True)
+        with pytest.raises(openai.APIError):
+            _read_content(stream, received)
+    assert "".join(received) == "The weather in Paris is"
+    assert len(openai_server.requests) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_agent_path_disconnect_closes_the_upstream(
+    tools_server: LiveServer, openai_server: FakeOpenAIServer, stream: bool
+) -> None:
+    if stream:
+        openai_server.reply(_slow_stream())
+    else:
+        slow = completion("slow").body
+        openai_server.reply(Reply(body=slow, pieces=[slow[:10], slow[10:]], interval=20))
+    body = {"model": "gpt", "messages": user(), "stream": stream}
+    with pytest.raises(httpx.ReadTimeout):
+        _read_until_stalled(tools_server, body)
+    assert openai_server.wait_until(lambda: openai_server.cancelled == 1)
+    assert openai_server.completed == 0
+
+
+def _read_until_stalled(server: LiveServer, body: dict[str, Any]) -> None:
+    """Read the whole answer, giving up (and closing the connection) when it stalls."""
+    timeout = httpx.Timeout(10, read=0.5)
+    with (
+        httpx.Client(base_url=server.url, timeout=timeout) as http,
+        http.stream("POST", "/v1/chat/completions", json=body) as response,
+    ):
+        for _ in response.iter_bytes():
+            pass

@@ -22,7 +22,7 @@ from live import LiveServer
 from openai.types.chat import ChatCompletion
 from server_support import config_with
 
-from fakes.openai_server import FakeOpenAIServer, completion, text_sse
+from fakes.openai_server import FakeOpenAIServer, completion, dropped, text_events, text_sse
 
 INSTRUCTIONS = "TOOLWIRE-TEST instructions: use the tools below when they help."
 
@@ -357,3 +357,15 @@ def test_prompted_history_is_rewritten_as_text(
     assert "18C, clear sky" in results
     assert "21:00" in results
     assert results.index("18C, clear sky") < results.index("21:00")
+
+
+def test_parse_stream_cut_inside_a_call_is_an_error(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    cut = HERMES_ANSWER[: HERMES_ANSWER.index("Paris")]
+    openai_server.reply(dropped(text_events(cut, chunk=4, finish_reason=None)))
+    body = {"model": "hermes-raw", "messages": user(), "tools": [WEATHER_TOOL], "stream": True}
+    chunks = sse_chunks(post_chat(server, body))
+    assert "error" in chunks[-1]
+    finishes = [c["choices"][0]["finish_reason"] for c in chunks if c.get("choices")]
+    assert not any(finishes)  # a half-written call never passes for a finished answer
