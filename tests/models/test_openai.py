@@ -1072,3 +1072,23 @@ async def test_fake_server_text_stream(openai_server: FakeOpenAIServer) -> None:
     assert response.message.content == text
     assert response.message.tool_calls == ()
     assert response.usage.output_tokens == 2
+
+
+async def test_done_without_its_blank_line_at_the_end_of_the_body(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    openai_server.reply(sse([delta("all"), "data: [DONE]"], done=False))
+    response = final(await collect(make_model(openai_server)))
+    assert response.message.content == "all"
+    assert len(openai_server.requests) == 1
+
+
+async def test_an_error_status_with_an_event_stream_body(openai_server: FakeOpenAIServer) -> None:
+    inner = {"message": "prompt too long", "type": "invalid_request_error", "param": None}
+    reply = sse([{"error": inner}], done=False)
+    reply.status = 400
+    openai_server.reply(reply)
+    err = await expect_error(make_model(openai_server), stream=True)
+    assert err.status == 400
+    assert err.body == inner
+    assert "HTTP 400: prompt too long." in str(err)

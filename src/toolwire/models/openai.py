@@ -29,7 +29,7 @@ MAX_RETRY_AFTER = 5.0
 and its error goes to the caller at once."""
 
 _MAX_BACKOFF = 8.0
-_DRAIN_SECONDS = 1.0
+_DRAIN_SECONDS = 0.25
 _DONE = object()
 """Stands for the `data: [DONE]` event that ends a stream."""
 
@@ -184,7 +184,14 @@ class OpenAIChatModel:
                         pieces = response.aiter_bytes()
                         async for piece in pieces:
                             for data in decoder.feed(piece):
-                                for chunk in _decode_event(data):
+                                if data == b"[DONE]":
+                                    done = True
+                                    break
+                                try:
+                                    chunks: Sequence[Any] = (orjson.loads(data),)
+                                except orjson.JSONDecodeError:
+                                    chunks = _decode_event(data)
+                                for chunk in chunks:
                                     if chunk is _DONE:
                                         done = True
                                         break
@@ -196,13 +203,16 @@ class OpenAIChatModel:
                             if done:
                                 break
                         if not done:
+                            # The body ended: an event may be left without its blank line.
                             for data in decoder.finish():
                                 for chunk in _decode_event(data):
-                                    if chunk is not _DONE:
-                                        for delta in assembler.feed(chunk):
-                                            yielded = True
-                                            yield delta
-                            if not assembler.finished:
+                                    if chunk is _DONE:
+                                        done = True
+                                        break
+                                    for delta in assembler.feed(chunk):
+                                        yielded = True
+                                        yield delta
+                            if not done and not assembler.finished:
                                 raise _EndedMidAnswer
                     except (httpx.HTTPError, _EndedMidAnswer) as exc:
                         retry = (
@@ -218,8 +228,7 @@ class OpenAIChatModel:
                         raise self._malformed(str(exc)) from None
                     if not retry:
                         yield assembler.finish()
-                        if done:
-                            await _drain(pieces)
+                        await _drain(pieces)
                         return
                 finally:
                     await response.aclose()
@@ -373,7 +382,7 @@ class OpenAIChatModel:
         try:
             parsed: Any = orjson.loads(content)
         except orjson.JSONDecodeError:
-            parsed = None
+            parsed = _first_event_json(content)
         detail = wire.error_message(parsed)
         if detail is None:
             detail = _snippet(content) if content.strip() else "no details given"
@@ -434,10 +443,22 @@ def _decode_event(data: bytes) -> list[Any]:
     raise wire.WireError(f"a stream event is not JSON: {_snippet(data)}")
 
 
+def _first_event_json(content: bytes) -> Any:
+    """The JSON of the first event of an error sent as a stream (`data: {"error": ...}`)."""
+    if not content.lstrip().startswith(b"data:"):
+        return None
+    decoder = wire.SSEDecoder()
+    events = decoder.feed(content) + decoder.finish()
+    try:
+        return orjson.loads(events[0]) if events else None
+    except orjson.JSONDecodeError:
+        return None
+
+
 async def _drain(pieces: AsyncIterator[bytes]) -> None:
     """Read what follows `[DONE]` (normally just the end of the body), so the connection
     goes back to the pool instead of being closed. Gives up after a moment: a server that
-    keeps the stream open after `[DONE]` costs a connection, not a hang."""
+    keeps the stream open after `[DONE]` costs a connection, not a wait."""
     try:
         async with asyncio.timeout(_DRAIN_SECONDS):
             async for _ in pieces:
