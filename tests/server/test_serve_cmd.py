@@ -41,7 +41,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_check_the_example(cli: CliRunner) -> None:
     out = cli.invoke(app, ["check", "--config", str(EXAMPLE)])
     assert out.exit_code == 0, out.output
-    assert "OK (upstream openai, 2 models, 4 server tools, 2 keys)" in out.output
+    assert "OK (upstream openai, 3 models, 4 server tools, 2 keys)" in out.output
     # Secrets named by the config but absent here are warnings, not failures.
     assert "warning: upstream.api_key_env: environment variable UPSTREAM_API_KEY" in out.output
     assert "warning: keys[1].env: environment variable TOOLWIRE_CI_KEY" in out.output

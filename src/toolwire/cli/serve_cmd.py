@@ -52,6 +52,10 @@ def serve(
             help="Port to listen on (0: any free port). Default: the config's, else 8000."
         ),
     ] = None,
+    access_log: Annotated[
+        bool,
+        typer.Option("--access-log/--no-access-log", help="Log one line per request (uvicorn's)."),
+    ] = True,
 ) -> None:
     """Start the OpenAI-compatible gateway."""
     from toolwire.server import MissingExtraError, require_server_extra
@@ -95,10 +99,29 @@ def serve(
 
     import uvicorn
 
+    level = os.environ.get("TOOLWIRE_LOG_LEVEL", "info")
+    _log_to_stderr(level)
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level=os.environ.get("TOOLWIRE_LOG_LEVEL", "info"), lifespan="on")
+        uvicorn.Config(app, log_level=level, lifespan="on", access_log=access_log)
     )
     server.run(sockets=[sock])
+
+
+def _log_to_stderr(level: str) -> None:
+    """Send the gateway's own log (upstream failures, tool errors) to stderr like uvicorn's.
+
+    The CLI silences the `toolwire` logger unless `-v` is given; a server needs its
+    warnings in the log, so `serve` adds a plain handler when no real one is attached.
+    """
+    import logging
+
+    logger = logging.getLogger("toolwire")
+    if any(not isinstance(h, logging.NullHandler) for h in logger.handlers):
+        return  # -v already attached one
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level.upper() if level.upper() in logging.getLevelNamesMapping() else "INFO")
 
 
 def check(
@@ -224,7 +247,15 @@ def _print_banner(
             f"  curl{auth} {base}/tools/calculate/invoke "
             """-d '{"arguments": {"expression": "6*7"}}'"""
         )
+    console.print(
+        f"  curl{auth} {base}/chat/completions -H 'content-type: application/json' "
+        f"""-d '{{"model": "{model}", "messages": [{{"role": "user", "content": """
+        """"What is the weather in Lisbon?"}]}'"""
+    )
     console.print("\nWith the openai SDK:")
     console.print("  from openai import OpenAI")
     console.print(f'  client = OpenAI(base_url="{base}", api_key="{key}")')
-    console.print(f"  client.models.list()  # -> {model}\n")
+    console.print(
+        f'  client.chat.completions.create(model="{model}", '
+        'messages=[{"role": "user", "content": "What is the weather in Lisbon?"}])\n'
+    )
