@@ -170,7 +170,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
     try:
         for line in proc.stdout:
             banner.append(line.rstrip("\n"))
-            if line.startswith("  client.models.list()"):
+            if line.startswith("  client.chat.completions.create("):
                 break
         match = re.search(r"listening on (http://\S+)/v1", "\n".join(banner))
         assert match, "\n".join(banner)
@@ -216,6 +216,11 @@ def test_serve_with_no_config_runs_offline_with_the_demo_tools(
     assert f'OpenAI(base_url="{url}/v1"' in text
     with openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as sdk:
         assert [m.id for m in sdk.models.list().data] == ["toolwire-offline"]
+        reply = sdk.chat.completions.create(
+            model="toolwire-offline",
+            messages=[{"role": "user", "content": "What is 6*7? Use calculate."}],
+        )
+    assert "42" in (reply.choices[0].message.content or "")
     with httpx.Client(base_url=url) as http:
         result = http.post(
             "/v1/tools/calculate/invoke", json={"arguments": {"expression": "6*7"}}

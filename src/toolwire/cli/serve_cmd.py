@@ -202,7 +202,9 @@ def _print_problems(problems: list[ConfigProblem]) -> None:
 def _listen(host: str, port: int) -> socket.socket:
     """A listening socket, bound before uvicorn starts so the banner shows the real port."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets that say so, and
+    # without it a response written in two sends waits ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
