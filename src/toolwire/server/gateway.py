@@ -12,10 +12,9 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import httpx
-
 from toolwire.agent import Agent
 from toolwire.models import Model
+from toolwire.models.aiohttp_transport import pooled_client
 from toolwire.runner import Policy, ToolRunner
 from toolwire.server.auth import GatewayKey, Keyring
 from toolwire.server.config import GatewayConfig, ModelRoute, ServerToolsConfig
@@ -122,10 +121,7 @@ class Gateway:
         upstream = config.upstream
         # One pool for every route: keep-alive connections to the upstream are the
         # gateway's main saving on added latency.
-        self.http_client = httpx.AsyncClient(
-            timeout=httpx.Timeout(upstream.timeout, connect=min(upstream.timeout, 10.0)),
-            limits=httpx.Limits(max_connections=1024, max_keepalive_connections=256),
-        )
+        self.http_client = pooled_client(timeout=upstream.timeout)
         self.models: dict[str, Model] = {
             public: build_model(
                 upstream,

@@ -1,0 +1,159 @@
+"""An httpx transport on aiohttp, for the gateway's upstream traffic.
+
+The model clients speak httpx. Behind a busy gateway, httpcore's pool costs a syscall per
+pooled connection on every request (its expiry check polls each socket) and its pure-Python
+HTTP/1.1 parser handles every chunk of a stream on its own; aiohttp's connector and C
+parser do neither, which roughly triples the requests per second one gateway process can
+relay. Errors are mapped onto httpx's exception classes, so the model clients report them
+the same way whichever transport is used.
+
+`pooled_client()` builds the client: on aiohttp when it is installed (the `server`
+extra), plain httpx otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
+
+import httpx
+
+if TYPE_CHECKING:
+    import aiohttp
+
+__all__ = ["AiohttpTransport", "pooled_client"]
+
+
+def pooled_client(*, timeout: float, max_connections: int = 1024) -> httpx.AsyncClient:
+    """A pooled client for many concurrent upstream requests.
+
+    Args:
+        timeout: Seconds to wait for a connection and between bytes received.
+        max_connections: Most connections open at once (all hosts).
+    """
+    timeouts = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        return httpx.AsyncClient(
+            timeout=timeouts,
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=256),
+        )
+    return httpx.AsyncClient(
+        timeout=timeouts, transport=AiohttpTransport(max_connections=max_connections)
+    )
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """Sends httpx requests with one shared `aiohttp.ClientSession` (created on first use,
+    inside the running event loop)."""
+
+    def __init__(self, *, max_connections: int = 1024, keepalive: float = 30.0) -> None:
+        self._max_connections = max_connections
+        self._keepalive = keepalive
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        import aiohttp
+
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections, keepalive_timeout=self._keepalive
+            )
+            # No cookies, no auto-decompression, no env proxies: a relay, not a browser.
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False,
+                trust_env=False,
+            )
+        return self._session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        import aiohttp
+
+        session = self._open()
+        timeout = request.extensions.get("timeout", {})
+        with _mapped(request):
+            response = await session.request(
+                request.method,
+                str(request.url),
+                headers=request.headers.multi_items(),
+                data=request.content or None,
+                allow_redirects=False,
+                compress=False,
+                timeout=aiohttp.ClientTimeout(
+                    sock_connect=timeout.get("connect"),
+                    sock_read=timeout.get("read"),
+                    connect=timeout.get("pool"),
+                ),
+            ).__aenter__()
+        return httpx.Response(
+            status_code=response.status,
+            headers=[(k, v) for k, v in response.raw_headers],
+            stream=_ResponseStream(response, request),
+            request=request,
+            extensions={"http_version": b"HTTP/1.1"},
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            await session.close()
+
+
+class _ResponseStream(httpx.AsyncByteStream):
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _mapped(self._request):
+            # Whatever has arrived, up to 64 KB at a time: many small SSE events in one
+            # piece rather than one Python round trip per HTTP chunk.
+            async for data in self._response.content.iter_any():
+                yield data
+
+    async def aclose(self) -> None:
+        # Release returns a fully read connection to the pool; a response left unread
+        # (the client went away mid-stream) is closed instead.
+        if self._response.content.at_eof():
+            self._response.release()
+        else:
+            self._response.close()
+
+
+@contextlib.contextmanager
+def _mapped(request: httpx.Request) -> Iterator[None]:
+    """aiohttp's exceptions as the httpx ones the model clients handle."""
+    import aiohttp
+
+    try:
+        yield
+    except (aiohttp.ClientConnectorCertificateError, aiohttp.ClientSSLError) as exc:
+        raise httpx.ConnectError(f"SSL: {exc}", request=request) from exc
+    except aiohttp.ClientConnectorError as exc:
+        # aiohttp's own text names "ssl:default" even for plain HTTP; say what failed.
+        cause = exc.os_error
+        reason = os.strerror(cause.errno) if cause.errno else str(cause)
+        raise httpx.ConnectError(reason, request=request) from exc
+    except aiohttp.ConnectionTimeoutError as exc:
+        raise httpx.ConnectTimeout(str(exc) or "connect timeout", request=request) from exc
+    except aiohttp.SocketTimeoutError as exc:
+        raise httpx.ReadTimeout(str(exc) or "read timeout", request=request) from exc
+    except aiohttp.ServerTimeoutError as exc:
+        raise httpx.ReadTimeout(str(exc) or "timeout", request=request) from exc
+    except aiohttp.ServerDisconnectedError as exc:
+        raise httpx.RemoteProtocolError(
+            "the server closed the connection", request=request
+        ) from exc
+    except aiohttp.ClientPayloadError as exc:
+        raise httpx.RemoteProtocolError(
+            f"incomplete response body ({exc})", request=request
+        ) from exc
+    except aiohttp.InvalidURL as exc:
+        raise httpx.UnsupportedProtocol(str(exc), request=request) from exc
+    except aiohttp.ClientError as exc:
+        raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc

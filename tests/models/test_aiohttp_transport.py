@@ -1,0 +1,74 @@
+"""The aiohttp transport behind the gateway's upstream client: the model clients see the
+same results and the same httpx errors as with httpx's own transport."""
+
+from __future__ import annotations
+
+import socket
+
+import httpx
+import pytest
+
+from fakes.openai_server import FakeOpenAIServer, completion, delta, dropped, sse, tool_call
+from toolwire.models import ModelResponse, OpenAIChatModel, UserMessage
+from toolwire.models.aiohttp_transport import AiohttpTransport, pooled_client
+from toolwire.parsing.events import ContentDelta
+
+HI = [UserMessage(content="hi")]
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_pooled_client_uses_aiohttp_when_installed() -> None:
+    client = pooled_client(timeout=5)
+    try:
+        assert isinstance(client._transport, AiohttpTransport)
+    finally:
+        await client.aclose()
+
+
+async def test_complete_and_stream_through_the_transport(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(completion(tool_calls=[tool_call("f", {"a": 1}, id="c1")]))
+    openai_server.reply(sse([delta("Hel"), delta("lo"), delta(finish_reason="stop")]))
+    async with pooled_client(timeout=5) as client:
+        model = OpenAIChatModel(openai_server.base_url, "k", "m", http_client=client)
+        first = await model.complete(HI, [])
+        events = [e async for e in model.stream(HI, [])]
+    assert first.message.tool_calls[0].arguments == '{"a": 1}'
+    assert [e.text for e in events if isinstance(e, ContentDelta)] == ["Hel", "lo"]
+    final = events[-1]
+    assert isinstance(final, ModelResponse)
+    assert final.message.content == "Hello"
+    # Headers arrive as the client set them (the key as a bearer token).
+    assert openai_server.requests[0].headers["authorization"] == "Bearer k"
+
+
+async def test_refused_connection_is_a_connect_error() -> None:
+    async with pooled_client(timeout=5) as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.get(f"http://127.0.0.1:{closed_port()}/")
+
+
+async def test_dropped_stream_is_a_protocol_error(openai_server: FakeOpenAIServer) -> None:
+    openai_server.reply(dropped([delta("partial")]))
+    async with pooled_client(timeout=5) as client:
+        with pytest.raises(httpx.RemoteProtocolError):
+            async with client.stream("POST", f"{openai_server.base_url}/chat/completions") as r:
+                async for _ in r.aiter_bytes():
+                    pass
+
+
+async def test_model_error_messages_match_httpx_transport() -> None:
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    async with pooled_client(timeout=5) as fast, httpx.AsyncClient() as plain:
+        errors = []
+        for client in (fast, plain):
+            model = OpenAIChatModel(url, None, "m", http_client=client, retries=0)
+            with pytest.raises(Exception) as info:
+                await model.complete(HI, [])
+            errors.append(str(info.value))
+    assert errors[0] == errors[1]
+    assert "connection refused" in errors[0]
