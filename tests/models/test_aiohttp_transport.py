@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer, completion, delta, dropped, sse, tool_call
-from toolwire.models import ModelResponse, OpenAIChatModel, UserMessage
+from toolwire.models import ModelError, ModelResponse, OpenAIChatModel, UserMessage
 from toolwire.models.aiohttp_transport import AiohttpTransport, pooled_client
 from toolwire.parsing.events import ContentDelta
 
@@ -54,11 +54,15 @@ async def test_refused_connection_is_a_connect_error() -> None:
 
 async def test_dropped_stream_is_a_protocol_error(openai_server: FakeOpenAIServer) -> None:
     openai_server.reply(dropped([delta("partial")]))
+
+    async def read_all(client: httpx.AsyncClient) -> None:
+        async with client.stream("POST", f"{openai_server.base_url}/chat/completions") as r:
+            async for _ in r.aiter_bytes():
+                pass
+
     async with pooled_client(timeout=5) as client:
         with pytest.raises(httpx.RemoteProtocolError):
-            async with client.stream("POST", f"{openai_server.base_url}/chat/completions") as r:
-                async for _ in r.aiter_bytes():
-                    pass
+            await read_all(client)
 
 
 async def test_model_error_messages_match_httpx_transport() -> None:
@@ -67,7 +71,7 @@ async def test_model_error_messages_match_httpx_transport() -> None:
         errors = []
         for client in (fast, plain):
             model = OpenAIChatModel(url, None, "m", http_client=client, retries=0)
-            with pytest.raises(Exception) as info:
+            with pytest.raises(ModelError) as info:
                 await model.complete(HI, [])
             errors.append(str(info.value))
     assert errors[0] == errors[1]
