@@ -76,3 +76,15 @@ async def test_model_error_messages_match_httpx_transport() -> None:
             errors.append(str(info.value))
     assert errors[0] == errors[1]
     assert "connection refused" in errors[0]
+
+
+async def test_upstream_cookies_are_not_kept(openai_server: FakeOpenAIServer) -> None:
+    reply = completion(content="a")
+    reply.headers["set-cookie"] = "session=caller-one; Path=/"
+    openai_server.reply(reply)
+    openai_server.reply(completion(content="b"))
+    async with pooled_client(timeout=5) as client:
+        model = OpenAIChatModel(openai_server.base_url, None, "m", http_client=client)
+        await model.complete(HI, [])
+        await model.complete(HI, [])
+    assert "cookie" not in openai_server.requests[1].headers
