@@ -61,6 +61,9 @@ DROPPED_HEADER = "toolwire-dropped-tool-results"
 
 T = TypeVar("T")
 
+TURN_SEPARATOR = "\n\n"
+"""Between the text of two model turns of one run (streamed and whole alike)."""
+
 
 async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext) -> Response:
     """Serve one Chat Completions request (authentication already done)."""
@@ -195,7 +198,7 @@ async def _agent_stream(
 ) -> AsyncIterator[bytes]:
     agent = gateway.agents[chat.model]
     events = agent.run_stream(chat.messages, ctx, settings=chat.settings, client_tools=chat.tools)
-    opened = False
+    opened = wrote_text = separate = False
     async with contextlib.aclosing(events):
         async for event in events:
             if isinstance(event, Done):
@@ -215,6 +218,15 @@ async def _agent_stream(
             if not opened:
                 opened = True
                 yield writer.role()
+            if isinstance(event, TextDelta) and event.text:
+                # Text of a turn after a tool turn starts a new paragraph, exactly as the
+                # turns are joined in a whole response.
+                if separate:
+                    yield writer.content(TURN_SEPARATOR)
+                    separate = False
+                wrote_text = True
+            elif isinstance(event, ToolCallResult):
+                separate = wrote_text
             chunk = _agent_event_chunk(event, writer)
             if chunk is not None:
                 yield chunk
@@ -267,16 +279,22 @@ def _agent_finish(result: RunResult, chat: ChatRequest, writer: ChunkWriter) -> 
 
 
 def _final_message(result: RunResult) -> tuple[AssistantMessage, FinishReason]:
-    """The assistant message the client gets, and its finish reason."""
+    """The assistant message the client gets, and its finish reason.
+
+    Its content is the text of every turn of the run, as it was streamed: what the model
+    said before calling server tools belongs to its answer too.
+    """
     last = result.steps[-1].response if result.steps else None
+    text = TURN_SEPARATOR.join(
+        s.response.message.content for s in result.steps if s.response.message.content
+    )
     if result.status == "client_tool_calls":
-        content = last.message.content if last is not None else None
-        return AssistantMessage(content=content, tool_calls=tuple(result.client_calls)), (
+        return AssistantMessage(content=text or None, tool_calls=tuple(result.client_calls)), (
             "tool_calls"
         )
     if result.status == "completed" and last is not None:
         return AssistantMessage(
-            content=last.message.content, reasoning=last.message.reasoning
+            content=text or last.message.content, reasoning=last.message.reasoning
         ), last.finish_reason
     # max_iterations / awaiting_approval: the output explains why the run stopped.
     return AssistantMessage(content=result.output), "stop"
