@@ -430,3 +430,22 @@ def test_a_run_stopped_by_max_iterations_explains_itself_streamed_or_not(
         if (c.model_extra or {}).get("toolwire", {}).get("type") == "run_status"
     ]
     assert [s["status"] for s in statuses] == ["max_iterations"]
+
+
+def test_text_of_every_turn_is_the_answer_streamed_and_whole(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    def script() -> None:
+        openai_server.reply(
+            completion("Let me add.", tool_calls=[tool_call("add", {"a": 2, "b": 3}, id="c1")]),
+            completion("It is 5."),
+        )
+
+    script()
+    with sdk(server, ALICE_KEY) as client:
+        whole = client.chat.completions.create(model=MODEL, messages=ADD)
+        script()
+        with client.chat.completions.stream(model=MODEL, messages=ADD) as stream:
+            streamed = stream.get_final_completion()
+    assert whole.choices[0].message.content == "Let me add.\n\nIt is 5."
+    assert streamed.choices[0].message.content == whole.choices[0].message.content
