@@ -22,6 +22,7 @@ from chat_support import (
     async_sdk,
     finish_reasons,
     function_calls,
+    function_tool,
     native_upstream,
     raw_stream,
     sdk,
@@ -515,3 +516,14 @@ def test_a_call_without_its_result_is_refused_before_the_upstream(
     assert info.value.status_code == 400
     assert "call_b" in info.value.message
     assert openai_server.requests == []
+
+
+def test_client_tools_reach_the_upstream_as_declared_strict_included(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    loose = function_tool("lookup", {"q": {"type": "string"}}, strict=False)
+    openai_server.reply(completion("ok"))
+    with sdk(server) as client:
+        client.chat.completions.create(model=MODEL, messages=USER, tools=[WEATHER, loose])
+    sent = openai_server.last.json["tools"]
+    assert sent == [WEATHER, loose]

@@ -290,7 +290,9 @@ def _tools(raw: Any, max_tools: int, server_tools: Collection[str]) -> tuple[Too
         if strict is not None and type(strict) is not bool:
             raise _bad(f"{where}.function.strict", f"must be a boolean, not {json_type(strict)}.")
         parameters = _parameters(function.get("parameters"), f"{where}.function.parameters", name)
-        tools.append(Tool(name=name, description=description or "", parameters=parameters))
+        tools.append(
+            Tool(name=name, description=description or "", parameters=parameters, strict=strict)
+        )
     return tuple(tools)
 
 

@@ -61,6 +61,7 @@ def build_model(
             timeout=upstream.timeout,
             retries=upstream.retries,
             http_client=http_client,
+            connect_hint="Check upstream.base_url in the gateway config.",
         )
     else:
         base = OpenAIChatModel(

@@ -75,6 +75,9 @@ class Tool:
     """Fields of the declared result type (pydantic model / TypedDict / dataclass), if any."""
     scopes: tuple[str, ...] = ()
     """Permissions the caller must hold (`ToolContext.scopes`)."""
+    strict: bool | None = None
+    """OpenAI's structured-outputs flag for the arguments; sent as `function.strict` when
+    set (a client's tool keeps the flag it was declared with)."""
     invoker: Invoker | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -132,14 +135,14 @@ class Tool:
 
     def to_openai(self) -> dict[str, Any]:
         """The OpenAI Chat Completions `tools` entry."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
+        function: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.parameters,
         }
+        if self.strict is not None:
+            function["strict"] = self.strict
+        return {"type": "function", "function": function}
 
     def to_anthropic(self) -> dict[str, Any]:
         """The Anthropic Messages API `tools` entry."""
