@@ -183,6 +183,7 @@ class OpenAIChatModel:
                     try:
                         pieces = response.aiter_bytes()
                         async for piece in pieces:
+                            batch: list[wire.StreamDelta] = []
                             for data in decoder.feed(piece):
                                 if data == b"[DONE]":
                                     done = True
@@ -195,11 +196,15 @@ class OpenAIChatModel:
                                     if chunk is _DONE:
                                         done = True
                                         break
-                                    for delta in assembler.feed(chunk):
-                                        yielded = True
-                                        yield delta
+                                    batch += assembler.feed(chunk)
                                 if done:
                                     break
+                            # Deltas that arrived in one read go on as one: nothing waits
+                            # for them, and a fast upstream's thousands of one-character
+                            # deltas then cost one pass downstream instead of thousands.
+                            for delta in _coalesced(batch):
+                                yielded = True
+                                yield delta
                             if done:
                                 break
                         if not done:
@@ -510,3 +515,40 @@ def _snippet(content: bytes, limit: int = 200) -> str:
 def _one_line(text: str, limit: int = 300) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _coalesced(deltas: list[wire.StreamDelta]) -> list[wire.StreamDelta]:
+    """Adjacent text deltas of the same kind (arguments: of the same call) joined."""
+    if len(deltas) < 2:
+        return deltas
+    out: list[wire.StreamDelta] = []
+    texts: list[str] = []
+
+    def flush() -> None:
+        if len(texts) > 1:
+            last = out[-1]
+            text = "".join(texts)
+            if isinstance(last, ToolCallArgsDelta):
+                out[-1] = ToolCallArgsDelta(last.index, text)
+            elif isinstance(last, ContentDelta):
+                out[-1] = ContentDelta(text)
+            elif isinstance(last, ReasoningDelta):
+                out[-1] = ReasoningDelta(text)
+        texts.clear()
+
+    for delta in deltas:
+        last = out[-1] if out else None
+        if isinstance(delta, ToolCallStart):
+            flush()
+            out.append(delta)
+        elif type(delta) is type(last) and (
+            not isinstance(delta, ToolCallArgsDelta)
+            or (isinstance(last, ToolCallArgsDelta) and last.index == delta.index)
+        ):
+            texts.append(delta.text)
+        else:
+            flush()
+            out.append(delta)
+            texts.append(delta.text)
+    flush()
+    return out
