@@ -38,7 +38,8 @@ async def test_complete_and_stream_through_the_transport(openai_server: FakeOpen
         first = await model.complete(HI, [])
         events = [e async for e in model.stream(HI, [])]
     assert first.message.tool_calls[0].arguments == '{"a": 1}'
-    assert [e.text for e in events if isinstance(e, ContentDelta)] == ["Hel", "lo"]
+    # Deltas that arrive in one read may come as one; the text is the same.
+    assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "Hello"
     final = events[-1]
     assert isinstance(final, ModelResponse)
     assert final.message.content == "Hello"
