@@ -33,9 +33,10 @@ from toolwire.server.config import GatewayConfig
 from toolwire.server.errors import GatewayError, error_body
 from toolwire.server.gateway import Gateway
 from toolwire.server.requests import read_json, validate_body
+from toolwire.server.responses import json_response
 from toolwire.tools import Tool, ToolCall, ToolContext, ToolResult, new_call_id
 
-__all__ = ["create_app", "json_response"]
+__all__ = ["create_app"]
 
 logger = logging.getLogger("toolwire.server")
 
@@ -82,15 +83,6 @@ def create_app(
     )
     app.state.gateway = gateway
     return app
-
-
-def json_response(
-    data: Any, status: int = 200, headers: Mapping[str, str] | None = None
-) -> Response:
-    """A JSON response serialised with orjson."""
-    return Response(
-        orjson.dumps(data), status_code=status, headers=headers, media_type="application/json"
-    )
 
 
 # --- plumbing ------------------------------------------------------------------------------
@@ -173,19 +165,8 @@ async def _get_model(request: Request) -> Response:
     gateway = _gateway(request)
     model_id: str = request.path_params["model"]
     if model_id not in gateway.routes:
-        raise unknown_model(gateway, model_id)
+        raise gateway.unknown_model(model_id)
     return json_response(_model_object(gateway, model_id))
-
-
-def unknown_model(gateway: Gateway, model_id: str) -> GatewayError:
-    """The 404 for a model id the config does not route."""
-    listed = ", ".join(repr(m) for m in gateway.routes)
-    return GatewayError(
-        404,
-        f"The model {model_id!r} does not exist on this gateway. Available models: {listed}.",
-        param="model",
-        code="model_not_found",
-    )
 
 
 def _tool_entry(tool: Tool) -> dict[str, Any]:

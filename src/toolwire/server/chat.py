@@ -50,6 +50,7 @@ from toolwire.server.chat_wire import (
 from toolwire.server.errors import GatewayError, error_body
 from toolwire.server.gateway import Gateway
 from toolwire.server.requests import read_json
+from toolwire.server.responses import json_response
 from toolwire.tools import ToolContext
 
 __all__ = ["DROPPED_HEADER", "ClientGone", "chat_completions", "upstream_error"]
@@ -77,13 +78,7 @@ async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext)
     )
     model = gateway.models.get(chat.model)
     if model is None:
-        listed = ", ".join(repr(m) for m in gateway.routes)
-        raise GatewayError(
-            404,
-            f"The model {chat.model!r} does not exist on this gateway. Available models: {listed}.",
-            param="model",
-            code="model_not_found",
-        )
+        raise gateway.unknown_model(chat.model)
     headers = {DROPPED_HEADER: ",".join(chat.dropped_results)} if chat.dropped_results else {}
     use_agent = bool(gateway.server_tool_names)
     if chat.stream:
@@ -104,8 +99,6 @@ async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext)
         payload = await _unless_disconnected(request, _agent_complete(gateway, chat, ctx))
     else:
         payload = await _unless_disconnected(request, _direct_complete(model, chat, gateway.redact))
-    from toolwire.server.app import json_response
-
     return json_response(payload, headers=headers)
 
 

@@ -18,6 +18,7 @@ from toolwire.models.aiohttp_transport import pooled_client
 from toolwire.runner import Policy, ToolRunner
 from toolwire.server.auth import GatewayKey, Keyring
 from toolwire.server.config import GatewayConfig, ModelRoute, ServerToolsConfig
+from toolwire.server.errors import GatewayError
 from toolwire.server.loader import (
     ConfigError,
     ConfigProblem,
@@ -151,6 +152,16 @@ class Gateway:
         if key is None or len(key) < 8 or key not in text:
             return text
         return text.replace(key, "[redacted]")
+
+    def unknown_model(self, model_id: str) -> GatewayError:
+        """The 404 for a model id the config does not route."""
+        listed = ", ".join(repr(m) for m in self.routes)
+        return GatewayError(
+            404,
+            f"The model {model_id!r} does not exist on this gateway. Available models: {listed}.",
+            param="model",
+            code="model_not_found",
+        )
 
     def context(self, key: GatewayKey | None, token: str | None) -> ToolContext:
         """The `ToolContext` of one request made with `key` (and its bearer `token`)."""
