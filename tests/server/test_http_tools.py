@@ -272,13 +272,37 @@ async def test_gateway_serves_http_tools_and_forwards_the_callers_token(
     config = keyed_config().model_copy(
         update={"server_tools": config_with(server_tools={"http": [http]}).server_tools}
     )
+    user = {"X-Forwarded-Authorization": "Bearer user-token-1"}
     async with gateway(config, headers={"Authorization": f"Bearer {ALICE_KEY}"}) as client:
         listed = (await client.get("/v1/tools")).json()["data"]
         response = await client.post(
-            "/v1/tools/get_order/invoke", json={"arguments": {"order_id": "55"}}
+            "/v1/tools/get_order/invoke", json={"arguments": {"order_id": "55"}}, headers=user
+        )
+        without = await client.post(
+            "/v1/tools/get_order/invoke", json={"arguments": {"order_id": "56"}}
         )
     assert [t["function"]["name"] for t in listed] == ["get_order"]
     body = response.json()
     assert body["success"] is True, body
     assert body["result"]["path"] == "/orders/55"
-    assert body["result"]["authorization"] == f"Bearer {ALICE_KEY}"
+    assert body["result"]["authorization"] == "Bearer user-token-1"
+    # The gateway key authenticates the caller to the gateway; it is never forwarded.
+    assert without.json()["result"]["authorization"] is None
+
+
+async def test_without_gateway_keys_the_bearer_token_is_the_callers(
+    gateway: GatewayFactory, base: str
+) -> None:
+    http = {
+        "name": "get_order",
+        "endpoint": f"{base}/orders/{{order_id}}",
+        "method": "get",
+        "parameters": ORDER_SCHEMA,
+        "forward_auth": True,
+    }
+    config = config_with(server_tools={"http": [http]})
+    async with gateway(config, headers={"Authorization": "Bearer api-token"}) as client:
+        response = await client.post(
+            "/v1/tools/get_order/invoke", json={"arguments": {"order_id": "7"}}
+        )
+    assert response.json()["result"]["authorization"] == "Bearer api-token"

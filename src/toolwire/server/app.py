@@ -112,7 +112,12 @@ def _caller(request: Request) -> ToolContext:
                 code="invalid_api_key",
                 headers={"WWW-Authenticate": 'Bearer realm="toolwire"'},
             )
-    return gateway.context(key, token)
+    # The token HTTP tools may forward: the caller's own, sent apart from the gateway key
+    # when there is one; the gateway key itself is never passed on.
+    forwarded = bearer_token(request.headers.get("x-forwarded-authorization"))
+    if forwarded is None and not gateway.keyring.enabled:
+        forwarded = token
+    return gateway.context(key, forwarded)
 
 
 async def _gateway_error(request: Request, exc: Exception) -> Response:

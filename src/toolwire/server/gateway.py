@@ -164,7 +164,8 @@ class Gateway:
         )
 
     def context(self, key: GatewayKey | None, token: str | None) -> ToolContext:
-        """The `ToolContext` of one request made with `key` (and its bearer `token`)."""
+        """The `ToolContext` of one request made with `key`; `token` is the caller's token
+        that HTTP tools with `forward_auth` may send on."""
         return ToolContext(
             scopes=key.scopes if key is not None else frozenset(),
             principal=key.name if key is not None else None,
