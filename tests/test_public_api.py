@@ -35,6 +35,8 @@ DOCUMENTED = {
     "ApprovalRequired",
     "Done",
     "OpenAIChatModel",
+    "AnthropicModel",
+    "PromptedModel",
     "OfflineModel",
     "ScriptedModel",
 }

@@ -27,6 +27,7 @@ from toolwire.agent import (
     ToolCallStart,
 )
 from toolwire.models import (
+    AnthropicModel,
     AssistantMessage,
     Message,
     Model,
@@ -35,6 +36,8 @@ from toolwire.models import (
     ModelSettings,
     OfflineModel,
     OpenAIChatModel,
+    ParsingModel,
+    PromptedModel,
     ScriptedModel,
     SystemMessage,
     ToolMessage,
@@ -98,6 +101,7 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, not sorted
     "ToolCallResult",
     "ToolCallStart",
     # Models and the conversation
+    "AnthropicModel",
     "AssistantMessage",
     "Message",
     "Model",
@@ -105,6 +109,8 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, not sorted
     "ModelSettings",
     "OfflineModel",
     "OpenAIChatModel",
+    "ParsingModel",
+    "PromptedModel",
     "ScriptedModel",
     "SystemMessage",
     "ToolMessage",
