@@ -305,7 +305,8 @@ async def test_auth_is_checked_before_the_body_is_read(gateway: GatewayFactory) 
 async def test_a_keys_name_and_scopes_reach_the_tool_context(gateway: GatewayFactory) -> None:
     async with gateway(keyed_config()) as client:
         alice = {"Authorization": f"Bearer {ALICE_KEY}"}
-        bob = {"Authorization": f"Bearer {BOB_KEY}"}
+        # Bob sends his own token for HTTP tools; the gateway key is never that token.
+        bob = {"Authorization": f"Bearer {BOB_KEY}", "X-Forwarded-Authorization": "Bearer b"}
         as_alice = (await client.post("/v1/tools/whoami/invoke", json={}, headers=alice)).json()
         as_bob = (await client.post("/v1/tools/whoami/invoke", json={}, headers=bob)).json()
         report = {"arguments": {"quarter": "Q3"}}
@@ -316,7 +317,7 @@ async def test_a_keys_name_and_scopes_reach_the_tool_context(gateway: GatewayFac
             "/v1/tools/quarterly_report/invoke", json=report, headers=bob
         )
         models = await client.get("/v1/models", headers=bob)
-    assert as_alice["result"] == {"principal": "alice", "scopes": ["reports"], "has_token": True}
+    assert as_alice["result"] == {"principal": "alice", "scopes": ["reports"], "has_token": False}
     assert as_bob["result"] == {"principal": "bob", "scopes": [], "has_token": True}
     assert alice_report.json()["result"] == "Report for Q3: all good."
     assert bob_report.json()["error"]["code"] == "forbidden"

@@ -354,7 +354,8 @@ def test_the_gateway_keys_name_and_scopes_reach_the_tool(
     assert ran["result"]["result"] == {
         "principal": "alice",
         "scopes": ["reports"],
-        "has_token": True,
+        # The gateway key is not the caller's token for HTTP tools.
+        "has_token": False,
     }
     tool_message = openai_server.requests[1].json["messages"][-1]
     assert tool_message["role"] == "tool"
