@@ -255,7 +255,8 @@ async def test_async_with_pools_one_client(server: FakeAnthropicServer) -> None:
     async with make_model(server) as model:
         assert (await model.complete([], [])).message.content == "a"
         assert final(await collect(model)).message.content == "b"
-    assert model._client is None
+    assert len({r.client_port for r in server.requests}) == 1
+    assert model._endpoint._client is None  # closed with the block
 
 
 def test_repr_hides_the_key() -> None:
@@ -573,7 +574,8 @@ async def test_connection_refused_is_retried_then_reported(stream: bool) -> None
     model = AnthropicModel(url, KEY, "m", retries=1, retry_backoff=0.01)
     err = await expect_error(model, stream=stream)
     assert str(err) == (
-        f"Could not reach the model at {url}: connection refused. "
+        # Both attempts (the first and one retry) were refused.
+        f"Could not reach the model at {url}: connection refused (2 attempts). "
         "Check the base URL and the network."
     )
     assert err.retryable

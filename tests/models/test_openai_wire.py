@@ -18,10 +18,10 @@ from toolwire.models import (
     UserMessage,
 )
 from toolwire.models.call_ids import IdMap
+from toolwire.models.sse import SSEDecoder
 from toolwire.models.openai_wire import (
     RESERVED_FIELDS,
     ChatStreamAssembler,
-    SSEDecoder,
     StreamDelta,
     UpstreamError,
     WireError,

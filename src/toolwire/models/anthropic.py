@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final
 
@@ -15,30 +11,18 @@ import httpx
 import orjson
 
 from toolwire.models import anthropic_wire as wire
+from toolwire.models._upstream import EndedMidAnswer, Upstream, as_events, drain
+from toolwire.models._values import one_line, snippet
 from toolwire.models.base import ModelError, ModelResponse, ModelSettings, ModelStreamEvent
 from toolwire.models.call_ids import IdMap
 from toolwire.models.messages import Message
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
+from toolwire.models.sse import SSEDecoder
 from toolwire.tools.tool import Tool
 
 __all__ = ["AnthropicModel"]
 
 DEFAULT_HINT = "Check the base URL and the network."
-MAX_RETRY_AFTER: Final = 5.0
-"""The longest `Retry-After` honoured (seconds); an upstream asking for more is not retried
-and its error goes to the caller at once."""
-
-_MAX_BACKOFF: Final = 8.0
 _DRAIN_SECONDS: Final = 1.0
-
-_RETRY_TRANSPORT: Final = (httpx.NetworkError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
-"""Failures before any response: the request can be sent again. A pooled keep-alive
-connection the upstream closed just as it was reused shows up as one of these. Read timeouts
-are not here: the upstream may still be working on the request."""
-
-
-class _EndedMidAnswer(Exception):
-    """The stream ended without `message_stop`."""
 
 
 class AnthropicModel:
@@ -93,13 +77,16 @@ class AnthropicModel:
         self.base_url = base
         self.model = model
         self.max_tokens = max_tokens
-        self.timeout = timeout
-        self.retries = max(0, retries)
-        self.retry_backoff = retry_backoff
-        self._url = base + "/v1/messages"
-        self._hint = connect_hint
-        self._api_key = api_key or ""
-        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+        self._endpoint = Upstream(
+            base_url=base,
+            url=base + "/v1/messages",
+            timeout=timeout,
+            retries=retries,
+            retry_backoff=retry_backoff,
+            http_client=http_client,
+            hint=connect_hint,
+            secret=api_key,
+        )
         self._headers = {
             "content-type": "application/json",
             "accept": "application/json",
@@ -108,8 +95,6 @@ class AnthropicModel:
         if api_key:
             self._headers["x-api-key"] = api_key
         self._headers.update(extra_headers or {})
-        self._external_client = http_client
-        self._client: httpx.AsyncClient | None = None
 
     @property
     def name(self) -> str:
@@ -128,14 +113,20 @@ class AnthropicModel:
         body = wire.build_request(
             self.model, messages, tools, settings, ids=ids, max_tokens=self.max_tokens
         )
-        async with self._http() as client:
-            response, _ = await self._send(client, orjson.dumps(body), self._headers)
+        client, owned = self._endpoint.client()
+        try:
+            response, _ = await self._endpoint.post(
+                client, orjson.dumps(body), self._headers, 0, self._status_error
+            )
             try:
                 content = await response.aread()
             except httpx.HTTPError as exc:
                 raise self._cut(exc) from None
             finally:
                 await response.aclose()
+        finally:
+            if owned:
+                await client.aclose()
         return self._parse_whole(content, ids)
 
     async def stream(
@@ -150,12 +141,14 @@ class AnthropicModel:
         )
         content = orjson.dumps(body)
         headers = {**self._headers, "accept": "text/event-stream"}
-        async with self._http() as client:
-            attempt = 0
+        client, owned = self._endpoint.client()
+        attempt = 0
+        try:
             while True:
-                response, attempt = await self._send(client, content, headers, attempt)
+                response, attempt = await self._endpoint.post(
+                    client, content, headers, attempt, self._status_error
+                )
                 assembler = wire.MessageStreamAssembler(ids)
-                events: AsyncGenerator[str, None] | None = None
                 yielded = False
                 try:
                     ctype = response.headers.get("content-type", "")
@@ -165,45 +158,47 @@ class AnthropicModel:
                             whole = await response.aread()
                         except httpx.HTTPError as exc:
                             raise self._cut(exc) from None
-                        for event in _as_events(self._parse_whole(whole, ids)):
+                        for event in as_events(self._parse_whole(whole, ids)):
                             yield event
                         return
-                    events = _sse_data(response.aiter_lines())
+                    decoder = SSEDecoder()
+                    pieces = response.aiter_bytes()
                     try:
-                        async for data in events:
-                            for delta in assembler.feed(_decode(data)):
-                                yielded = True
-                                yield delta
+                        async for piece in pieces:
+                            for data in decoder.feed(piece):
+                                for delta in assembler.feed(_decode(data)):
+                                    yielded = True
+                                    yield delta
+                                if assembler.done:
+                                    break
                             if assembler.done:
                                 break
                         if not assembler.done:
-                            raise _EndedMidAnswer
-                    except (httpx.HTTPError, _EndedMidAnswer, wire.UpstreamError) as exc:
+                            raise EndedMidAnswer
+                    except (httpx.HTTPError, EndedMidAnswer, wire.UpstreamError) as exc:
                         # While nothing has reached the caller, the answer can start over.
-                        if yielded or attempt >= self.retries or not _retry_midway(exc):
+                        if yielded or attempt >= self._endpoint.retries or not _retry_midway(exc):
                             raise self._stream_error(exc) from None
                     except wire.WireError as exc:
-                        raise self._malformed(str(exc)) from None
+                        raise self._endpoint.malformed(str(exc)) from None
                     else:
                         yield assembler.finish()
-                        await _drain(events)
+                        await drain(pieces, _DRAIN_SECONDS)
                         return
                 finally:
-                    if events is not None:
-                        await events.aclose()
                     await response.aclose()
-                await asyncio.sleep(self._backoff(attempt))
+                await asyncio.sleep(self._endpoint.backoff(attempt))
                 attempt += 1
+        finally:
+            if owned:
+                await client.aclose()
 
     async def aclose(self) -> None:
         """Close the HTTP client this model owns (not one passed as `http_client`)."""
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        await self._endpoint.aclose()
 
     async def __aenter__(self) -> AnthropicModel:
-        if self._external_client is None and self._client is None:
-            self._client = self._new_client()
+        self._endpoint.open_pool()
         return self
 
     async def __aexit__(
@@ -215,75 +210,6 @@ class AnthropicModel:
         await self.aclose()
 
     # --- internals -------------------------------------------------------------------
-
-    @asynccontextmanager
-    async def _http(self) -> AsyncIterator[httpx.AsyncClient]:
-        if self._external_client is not None:
-            yield self._external_client
-        elif self._client is not None:
-            yield self._client
-        else:
-            # Outside `async with model:` each request gets its own short-lived client, so
-            # nothing is left open when the caller's event loop ends.
-            async with self._new_client() as client:
-                yield client
-
-    def _new_client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=self._timeout)
-
-    async def _send(
-        self,
-        client: httpx.AsyncClient,
-        content: bytes,
-        headers: Mapping[str, str],
-        attempt: int = 0,
-    ) -> tuple[httpx.Response, int]:
-        """POST the request until a successful answer starts (status < 400), retrying what
-        can be retried while `attempt < self.retries`. The returned response is open (the
-        caller reads and closes it), with the attempt number reached.
-
-        Raises:
-            ModelError: Out of retries, or a failure that is not retried.
-        """
-        while True:
-            try:
-                request = client.build_request(
-                    "POST", self._url, content=content, headers=headers, timeout=self._timeout
-                )
-                response = await client.send(request, stream=True)
-            except httpx.HTTPError as exc:
-                error = self._transport_error(exc)
-                delay = self._backoff(attempt) if isinstance(exc, _RETRY_TRANSPORT) else None
-            else:
-                if response.status_code < 400:
-                    return response, attempt
-                try:
-                    data = await response.aread()
-                except httpx.HTTPError:
-                    data = b""
-                finally:
-                    await response.aclose()
-                error = self._status_error(response.status_code, data)
-                delay = self._retry_delay(attempt, response.headers) if error.retryable else None
-            if delay is None or attempt >= self.retries:
-                raise error from None
-            attempt += 1
-            await asyncio.sleep(delay)
-
-    def _backoff(self, attempt: int) -> float:
-        delay = self.retry_backoff * 2.0**attempt * random.uniform(0.5, 1.5)
-        return min(delay, _MAX_BACKOFF)
-
-    def _retry_delay(self, attempt: int, headers: httpx.Headers) -> float | None:
-        """Seconds to wait before the next attempt; `None` not to retry."""
-        # Anthropic's own hint; its SDKs follow it too.
-        should = headers.get("x-should-retry", "").lower()
-        if should == "false":
-            return None
-        after = _retry_after(headers)
-        if after is None:
-            return self._backoff(attempt)
-        return after if after <= MAX_RETRY_AFTER else None
 
     def _stream_error(self, exc: Exception) -> ModelError:
         if isinstance(exc, wire.UpstreamError):
@@ -300,44 +226,18 @@ class AnthropicModel:
         try:
             return wire.parse_message(orjson.loads(content), ids)
         except orjson.JSONDecodeError:
-            raise self._malformed(f"the body is not JSON: {_snippet(content)}") from None
+            raise self._endpoint.malformed(f"the body is not JSON: {snippet(content)}") from None
         except wire.UpstreamError as exc:
             raise self._upstream(exc) from None
         except wire.WireError as exc:
-            raise self._malformed(str(exc)) from None
-
-    def _transport_error(self, exc: httpx.HTTPError) -> ModelError:
-        where = f"the model at {self.base_url}"
-        if isinstance(exc, httpx.ConnectTimeout):
-            return ModelError(
-                f"Could not reach {where}: no answer within {self.timeout:g}s. {self._hint}",
-                retryable=True,
-            )
-        if isinstance(exc, httpx.TimeoutException):
-            return ModelError(
-                f"The model at {self.base_url} did not answer within {self.timeout:g}s "
-                "(timeout). Try again or raise the timeout.",
-                retryable=True,
-            )
-        if isinstance(exc, httpx.ConnectError):
-            return ModelError(
-                f"Could not reach {where}: {_connect_reason(exc)}. {self._hint}", retryable=True
-            )
-        if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
-            return ModelError(
-                f"The base URL {self.base_url!r} is not a valid http(s) URL. {self._hint}"
-            )
-        reason = self._redact(_one_line(str(exc))) or type(exc).__name__
-        return ModelError(
-            f"The connection to the model at {self.base_url} failed: {reason}.", retryable=True
-        )
+            raise self._endpoint.malformed(str(exc)) from None
 
     def _cut(self, exc: httpx.HTTPError) -> ModelError:
         """A failure after the answer started: never retried, never a silent truncation."""
         if isinstance(exc, httpx.TimeoutException):
-            reason = f"nothing received for {self.timeout:g}s (timeout)"
+            reason = f"nothing received for {self._endpoint.timeout:g}s (timeout)"
         else:
-            reason = self._redact(_one_line(str(exc))) or type(exc).__name__
+            reason = self._endpoint.redact(one_line(str(exc))) or type(exc).__name__
             reason = f"the connection broke ({reason})"
         return ModelError(
             f"The model at {self.base_url} ended mid-answer: {reason}.", retryable=True
@@ -349,10 +249,10 @@ class AnthropicModel:
         except orjson.JSONDecodeError:
             body = None
         if body is not None:
-            body = {**body, "message": self._redact(body["message"])}
+            body = {**body, "message": self._endpoint.redact(body["message"])}
             detail = body["message"]
         else:
-            detail = _snippet(content) if content.strip() else "no details given"
+            detail = snippet(content) if content.strip() else "no details given"
         advice = {
             401: " Check the API key.",
             403: " Check the API key and its permissions.",
@@ -368,7 +268,7 @@ class AnthropicModel:
         )
 
     def _upstream(self, exc: wire.UpstreamError) -> ModelError:
-        body = {**exc.body, "message": self._redact(str(exc.body.get("message", "")))}
+        body = {**exc.body, "message": self._endpoint.redact(str(exc.body.get("message", "")))}
         status = exc.status
         return ModelError(
             f"The model at {self.base_url} reported an error: {body['message']}",
@@ -377,118 +277,17 @@ class AnthropicModel:
             body=body,
         )
 
-    def _malformed(self, detail: str) -> ModelError:
-        return ModelError(
-            f"The model at {self.base_url} sent a response toolwire could not read: "
-            f"{self._redact(detail)}."
-        )
-
-    def _redact(self, text: str) -> str:
-        # An upstream (or a proxy in front of it) may echo the key back; never pass it on.
-        if len(self._api_key) >= 8:
-            return text.replace(self._api_key, "***")
-        return text
-
-
-def _as_events(response: ModelResponse) -> list[ModelStreamEvent]:
-    msg = response.message
-    events: list[ModelStreamEvent] = []
-    if msg.reasoning:
-        events.append(ReasoningDelta(msg.reasoning))
-    if msg.content:
-        events.append(ContentDelta(msg.content))
-    for index, call in enumerate(msg.tool_calls):
-        events.append(ToolCallStart(index, call.id, call.name))
-        events.append(ToolCallArgsDelta(index, call.arguments))
-    events.append(response)
-    return events
-
-
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
-    """The `data` of each server-sent event (multi-line data joined with newlines).
-
-    Anthropic's events also carry an `event:` name; the data repeats it as `type`."""
-    buf: list[str] = []
-    async for line in lines:
-        if not line:
-            if buf:
-                yield "\n".join(buf)
-                buf = []
-            continue
-        if line.startswith("data:"):
-            value = line[5:]
-            buf.append(value[1:] if value.startswith(" ") else value)
-    if buf:
-        yield "\n".join(buf)
-
 
 def _retry_midway(exc: Exception) -> bool:
     """Whether a failure of a started stream (before any delta was yielded) is retried."""
     if isinstance(exc, wire.UpstreamError):
         # Anthropic reports overload as an error event in a 200 stream.
         return exc.status is not None and (exc.status == 429 or exc.status >= 500)
-    return isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | _EndedMidAnswer)
+    return isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | EndedMidAnswer)
 
 
-async def _drain(events: AsyncIterator[str]) -> None:
-    """Read what follows `message_stop` (normally just the end of the body), so the
-    connection goes back to the pool instead of being closed. Gives up after a moment: a
-    server that keeps the stream open costs a connection, not a hang."""
-    try:
-        async with asyncio.timeout(_DRAIN_SECONDS):
-            async for _ in events:
-                pass
-    except (httpx.HTTPError, TimeoutError):
-        pass
-
-
-def _decode(data: str) -> Any:
+def _decode(data: bytes) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        raise wire.WireError(f"a stream event is not JSON: {_snippet(data.encode())}") from None
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """The wait an upstream asked for (`retry-after-ms`, `Retry-After` seconds or date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _connect_reason(exc: httpx.ConnectError) -> str:
-    text = str(exc).lower()
-    if "refused" in text or "all connection attempts failed" in text:
-        return "connection refused"
-    if any(s in text for s in ("name or service", "nodename", "getaddrinfo", "name resolution")):
-        return "host not found"
-    if "ssl" in text or "certificate" in text:
-        return "TLS handshake failed"
-    return _one_line(str(exc)) or "connection failed"
-
-
-def _snippet(content: bytes, limit: int = 200) -> str:
-    text = content.decode("utf-8", "replace")
-    return repr(_one_line(text, limit)) if text.strip() else "(empty)"
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+        raise wire.WireError(f"a stream event is not JSON: {snippet(data)}") from None

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import orjson
 
+from toolwire.models._values import as_int, json_type, one_line, str_or_none
 from toolwire.models.base import FinishReason, ModelResponse, ModelSettings, ToolChoice
 from toolwire.models.call_ids import IdMap
 from toolwire.models.messages import (
@@ -241,13 +242,13 @@ def error_body(body: Any) -> dict[str, Any] | None:
         message = err.get("message")
         kind = err.get("type")
         return {
-            "message": _one_line(message) if isinstance(message, str) else "unspecified error",
+            "message": one_line(message) if isinstance(message, str) else "unspecified error",
             "type": kind if isinstance(kind, str) else "api_error",
             "param": err.get("param") if isinstance(err.get("param"), str) else None,
             "code": err.get("code") if isinstance(err.get("code"), str) else None,
         }
     if isinstance(err, str) and err.strip():
-        return {"message": _one_line(err), "type": "api_error", "param": None, "code": None}
+        return {"message": one_line(err), "type": "api_error", "param": None, "code": None}
     return None
 
 
@@ -259,7 +260,7 @@ def parse_message(body: Any, ids: IdMap) -> ModelResponse:
         WireError: The body is not a message.
     """
     if not isinstance(body, Mapping):
-        raise WireError(f"expected a JSON object, got {_json_type(body)}")
+        raise WireError(f"expected a JSON object, got {json_type(body)}")
     if body.get("type") == "error":
         raise UpstreamError(error_body(body) or _unspecified())
     blocks = body.get("content")
@@ -299,7 +300,7 @@ def parse_message(body: Any, ids: IdMap) -> ModelResponse:
         message=message,
         finish_reason=_finish_reason(body.get("stop_reason"), bool(calls)),
         usage=usage,
-        model=_str_or_none(body.get("model")),
+        model=str_or_none(body.get("model")),
     )
 
 
@@ -346,7 +347,7 @@ class MessageStreamAssembler:
             WireError: The event does not fit the Messages API.
         """
         if not isinstance(event, Mapping):
-            raise WireError(f"a stream event is {_json_type(event)}, not a JSON object")
+            raise WireError(f"a stream event is {json_type(event)}, not a JSON object")
         kind = event.get("type")
         if kind == "content_block_delta":
             return self._delta(event)
@@ -357,7 +358,7 @@ class MessageStreamAssembler:
         if kind == "message_start":
             msg = event.get("message")
             if isinstance(msg, Mapping):
-                self._model = _str_or_none(msg.get("model"))
+                self._model = str_or_none(msg.get("model"))
                 _read_usage(self._usage, msg.get("usage"))
         elif kind == "message_delta":
             delta = event.get("delta")
@@ -530,8 +531,8 @@ def _read_usage(usage: Usage, raw: Any) -> None:
     if any(isinstance(raw.get(k), int) for k in parts):
         # Cached prompt tokens are reported apart from input_tokens; all of them are input.
         # Counts only grow during a stream; a later event reporting 0 means "not counted here".
-        usage.input_tokens = max(usage.input_tokens, sum(_int(raw.get(k)) for k in parts))
-    usage.output_tokens = max(usage.output_tokens, _int(raw.get("output_tokens")))
+        usage.input_tokens = max(usage.input_tokens, sum(as_int(raw.get(k)) for k in parts))
+    usage.output_tokens = max(usage.output_tokens, as_int(raw.get("output_tokens")))
 
 
 def _finish_reason(raw: Any, has_calls: bool) -> FinishReason:
@@ -545,28 +546,3 @@ def _finish_reason(raw: Any, has_calls: bool) -> FinishReason:
 
 def _unspecified() -> dict[str, Any]:
     return {"message": "unspecified error", "type": "api_error", "param": None, "code": None}
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {
-        str: "a string",
-        int: "a number",
-        float: "a number",
-        bool: "a boolean",
-        list: "an array",
-    }.get(type(value), type(value).__name__)
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

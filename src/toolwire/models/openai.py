@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -14,9 +11,17 @@ import httpx
 import orjson
 
 from toolwire.models import openai_wire as wire
+from toolwire.models._upstream import (
+    EndedMidAnswer,
+    Upstream,
+    as_events,
+    drain,
+)
+from toolwire.models._values import one_line, snippet
 from toolwire.models.base import ModelError, ModelResponse, ModelSettings, ModelStreamEvent
 from toolwire.models.call_ids import IdMap, IdStyle
 from toolwire.models.messages import Message
+from toolwire.models.sse import SSEDecoder
 from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools.tool import Tool
 
@@ -24,34 +29,13 @@ __all__ = ["OpenAIChatModel"]
 
 DEFAULT_HINT = "Check --base-url or TOOLWIRE_BASE_URL."
 
-MAX_RETRY_AFTER = 5.0
-"""The longest `Retry-After` honoured (seconds); an upstream asking for more is not retried
-and its error goes to the caller at once."""
-
-_MAX_BACKOFF = 8.0
 _DRAIN_SECONDS = 0.25
 _DONE = object()
 """Stands for the `data: [DONE]` event that ends a stream."""
 
-# Failures before any response byte was read, after which the upstream cannot have
-# started answering. RemoteProtocolError / ReadError / WriteError cover a pooled
-# keep-alive connection the upstream closed just as it was reused. Read timeouts are not
-# here: the upstream may still be working on the request.
-_RETRY_TRANSPORT = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.RemoteProtocolError,
-    httpx.ReadError,
-    httpx.WriteError,
-)
-
-
-class _EndedMidAnswer(Exception):
-    """The stream ended without `[DONE]` and without a `finish_reason`."""
-
 
 # Failures reading a 200 stream; retried only while nothing has been yielded.
-_RETRY_STREAM = (httpx.RemoteProtocolError, httpx.ReadError, _EndedMidAnswer)
+_RETRY_STREAM = (httpx.RemoteProtocolError, httpx.ReadError, EndedMidAnswer)
 
 
 class OpenAIChatModel:
@@ -106,20 +90,22 @@ class OpenAIChatModel:
         base = base.removesuffix("/chat/completions")
         self.base_url = base
         self.model = model
-        self.timeout = timeout
-        self.retries = retries
-        self.retry_backoff = retry_backoff
         self.id_style: IdStyle = id_style
-        self._url = base + "/chat/completions"
-        self._hint = connect_hint
-        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+        self._endpoint = Upstream(
+            base_url=base,
+            url=base + "/chat/completions",
+            timeout=timeout,
+            retries=retries,
+            retry_backoff=retry_backoff,
+            http_client=http_client,
+            hint=connect_hint,
+            secret=api_key,
+        )
         self._headers = {"content-type": "application/json", "accept": "application/json"}
         if api_key:
             self._headers["authorization"] = f"Bearer {api_key}"
         self._headers.update(extra_headers or {})
         self._stream_headers = {**self._headers, "accept": "text/event-stream"}
-        self._external_client = http_client
-        self._client: httpx.AsyncClient | None = None
 
     @property
     def name(self) -> str:
@@ -136,13 +122,15 @@ class OpenAIChatModel:
     ) -> ModelResponse:
         ids = None if self.id_style == "keep" else IdMap(self.id_style)
         content = orjson.dumps(wire.build_request(self.model, messages, tools, settings, ids=ids))
-        client, owned = self._client_for_request()
+        client, owned = self._endpoint.client()
         try:
-            response, _ = await self._open(client, content, self._headers, 0)
+            response, _ = await self._endpoint.post(
+                client, content, self._headers, 0, self._status_error
+            )
             try:
                 data = await response.aread()
             except httpx.HTTPError as exc:
-                raise self._transport_error(exc) from None
+                raise self._endpoint.transport_error(exc) from None
             finally:
                 await response.aclose()
         finally:
@@ -159,11 +147,13 @@ class OpenAIChatModel:
         ids = None if self.id_style == "keep" else IdMap(self.id_style)
         body = wire.build_request(self.model, messages, tools, settings, stream=True, ids=ids)
         content = orjson.dumps(body)
-        client, owned = self._client_for_request()
+        client, owned = self._endpoint.client()
         attempt = 0
         try:
             while True:
-                response, attempt = await self._open(client, content, self._stream_headers, attempt)
+                response, attempt = await self._endpoint.post(
+                    client, content, self._stream_headers, attempt, self._status_error
+                )
                 assembler = wire.ChatStreamAssembler(ids)
                 yielded = False
                 retry = False
@@ -174,11 +164,11 @@ class OpenAIChatModel:
                         try:
                             data = await response.aread()
                         except httpx.HTTPError as exc:
-                            raise self._transport_error(exc) from None
-                        for event in _as_events(self._parse_whole(data, ids)):
+                            raise self._endpoint.transport_error(exc) from None
+                        for event in as_events(self._parse_whole(data, ids)):
                             yield event
                         return
-                    decoder = wire.SSEDecoder()
+                    decoder = SSEDecoder()
                     done = False
                     try:
                         pieces = response.aiter_bytes()
@@ -218,11 +208,11 @@ class OpenAIChatModel:
                                         yielded = True
                                         yield delta
                             if not done and not assembler.finished:
-                                raise _EndedMidAnswer
-                    except (httpx.HTTPError, _EndedMidAnswer) as exc:
+                                raise EndedMidAnswer
+                    except (httpx.HTTPError, EndedMidAnswer) as exc:
                         retry = (
                             not yielded
-                            and attempt < self.retries
+                            and attempt < self._endpoint.retries
                             and isinstance(exc, _RETRY_STREAM)
                         )
                         if not retry:
@@ -230,14 +220,14 @@ class OpenAIChatModel:
                     except wire.UpstreamError as exc:
                         raise self._upstream(exc) from None
                     except wire.WireError as exc:
-                        raise self._malformed(str(exc)) from None
+                        raise self._endpoint.malformed(str(exc)) from None
                     if not retry:
                         yield assembler.finish()
-                        await _drain(pieces)
+                        await drain(pieces, _DRAIN_SECONDS)
                         return
                 finally:
                     await response.aclose()
-                await asyncio.sleep(self._backoff(attempt))
+                await asyncio.sleep(self._endpoint.backoff(attempt))
                 attempt += 1
         finally:
             if owned:
@@ -245,13 +235,10 @@ class OpenAIChatModel:
 
     async def aclose(self) -> None:
         """Close the HTTP client this model owns (not one passed as `http_client`)."""
-        if self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        await self._endpoint.aclose()
 
     async def __aenter__(self) -> OpenAIChatModel:
-        if self._external_client is None and self._client is None:
-            self._client = self._new_client()
+        self._endpoint.open_pool()
         return self
 
     async def __aexit__(
@@ -264,82 +251,18 @@ class OpenAIChatModel:
 
     # --- internals -------------------------------------------------------------------
 
-    def _client_for_request(self) -> tuple[httpx.AsyncClient, bool]:
-        """The client to use and whether this request owns it (and must close it)."""
-        client = self._external_client or self._client
-        if client is not None:
-            return client, False
-        # Outside `async with model:` each request gets its own short-lived client, so
-        # nothing is left open when the caller's event loop ends.
-        return self._new_client(), True
-
-    def _new_client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=self._timeout)
-
-    async def _open(
-        self, client: httpx.AsyncClient, content: bytes, headers: dict[str, str], attempt: int
-    ) -> tuple[httpx.Response, int]:
-        """Send the request until a response below 400 comes back (its body unread).
-
-        Connection failures, 429 and 5xx are retried while `attempt < self.retries`; the
-        attempt number reached is returned with the response.
-
-        Raises:
-            ModelError: Out of retries, or a failure that is not retried.
-        """
-        request = client.build_request(
-            "POST", self._url, content=content, headers=headers, timeout=self._timeout
-        )
-        while True:
-            try:
-                response = await client.send(request, stream=True)
-            except httpx.HTTPError as exc:
-                if attempt < self.retries and isinstance(exc, _RETRY_TRANSPORT):
-                    await asyncio.sleep(self._backoff(attempt))
-                    attempt += 1
-                    continue
-                raise self._transport_error(exc, attempt + 1) from None
-            status = response.status_code
-            if status < 400:
-                return response, attempt
-            try:
-                body = await response.aread()
-            except httpx.HTTPError:
-                body = b""
-            finally:
-                await response.aclose()
-            error = self._status_error(status, body)
-            if error.retryable and attempt < self.retries:
-                delay = self._retry_delay(attempt, response.headers)
-                if delay is not None:
-                    await asyncio.sleep(delay)
-                    attempt += 1
-                    continue
-            raise error
-
-    def _backoff(self, attempt: int) -> float:
-        delay: float = self.retry_backoff * (2**attempt) * (0.5 + random.random())
-        return min(delay, _MAX_BACKOFF)
-
-    def _retry_delay(self, attempt: int, headers: httpx.Headers) -> float | None:
-        """Seconds to wait before the next attempt; `None`: the upstream asked for too long."""
-        after = _retry_after(headers)
-        if after is None:
-            return self._backoff(attempt)
-        return after if after <= MAX_RETRY_AFTER else None
-
     def _parse_whole(self, content: bytes, ids: IdMap | None) -> ModelResponse:
         try:
             return wire.parse_completion(orjson.loads(content), ids)
         except orjson.JSONDecodeError:
-            raise self._malformed(f"the body is not JSON: {_snippet(content)}") from None
+            raise self._endpoint.malformed(f"the body is not JSON: {snippet(content)}") from None
         except wire.UpstreamError as exc:
             raise self._upstream(exc) from None
         except wire.WireError as exc:
-            raise self._malformed(str(exc)) from None
+            raise self._endpoint.malformed(str(exc)) from None
 
     def _stream_error(self, exc: Exception, attempts: int) -> ModelError:
-        if isinstance(exc, _EndedMidAnswer):
+        if isinstance(exc, EndedMidAnswer):
             return ModelError(
                 f"The model at {self.base_url} ended the stream mid-answer (no finish_reason "
                 "and no [DONE]); the answer is incomplete.",
@@ -347,39 +270,10 @@ class OpenAIChatModel:
             )
         assert isinstance(exc, httpx.HTTPError)
         if isinstance(exc, httpx.TimeoutException):
-            return self._transport_error(exc, attempts)
-        reason = _one_line(str(exc)) or type(exc).__name__
+            return self._endpoint.transport_error(exc, attempts)
+        reason = one_line(str(exc)) or type(exc).__name__
         return ModelError(
             f"The connection to the model at {self.base_url} broke mid-answer: {reason}.",
-            retryable=True,
-        )
-
-    def _transport_error(self, exc: httpx.HTTPError, attempts: int = 1) -> ModelError:
-        where = f"the model at {self.base_url}"
-        tries = f" ({attempts} attempts)" if attempts > 1 else ""
-        if isinstance(exc, httpx.ConnectTimeout):
-            return ModelError(
-                f"Could not reach {where}: no answer within {self.timeout:g}s{tries}. {self._hint}",
-                retryable=True,
-            )
-        if isinstance(exc, httpx.TimeoutException):
-            return ModelError(
-                f"The model at {self.base_url} did not answer within {self.timeout:g}s "
-                "(timeout). Try again or raise the timeout.",
-                retryable=True,
-            )
-        if isinstance(exc, httpx.ConnectError):
-            return ModelError(
-                f"Could not reach {where}: {_connect_reason(exc)}{tries}. {self._hint}",
-                retryable=True,
-            )
-        if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
-            return ModelError(
-                f"The base URL {self.base_url!r} is not a valid http(s) URL. {self._hint}"
-            )
-        reason = _one_line(str(exc)) or type(exc).__name__
-        return ModelError(
-            f"The connection to the model at {self.base_url} failed{tries}: {reason}.",
             retryable=True,
         )
 
@@ -390,14 +284,14 @@ class OpenAIChatModel:
             parsed = _first_event_json(content)
         detail = wire.error_message(parsed)
         if detail is None:
-            detail = _snippet(content) if content.strip() else "no details given"
+            detail = snippet(content) if content.strip() else "no details given"
         advice = {
             401: " Check the API key (TOOLWIRE_API_KEY).",
             403: " Check the API key (TOOLWIRE_API_KEY) and its permissions.",
             404: f" Check the model name ({self.model!r}) and the base URL.",
             429: " The server is rate limiting; try again later.",
         }.get(status, "")
-        fallback = _one_line(content.decode("utf-8", "replace")) or f"HTTP {status}"
+        fallback = one_line(content.decode("utf-8", "replace")) or f"HTTP {status}"
         return ModelError(
             f"The model at {self.base_url} returned HTTP {status}: {detail.rstrip('.')}.{advice}",
             status=status,
@@ -407,27 +301,9 @@ class OpenAIChatModel:
 
     def _upstream(self, exc: wire.UpstreamError) -> ModelError:
         return ModelError(
-            f"The model at {self.base_url} reported an error: {_one_line(str(exc))}",
+            f"The model at {self.base_url} reported an error: {one_line(str(exc))}",
             body=exc.body,
         )
-
-    def _malformed(self, detail: str) -> ModelError:
-        return ModelError(
-            f"The model at {self.base_url} sent a response toolwire could not read: {detail}."
-        )
-
-
-def _as_events(response: ModelResponse) -> Iterator[ModelStreamEvent]:
-    """A whole response as the events a stream of it would have given."""
-    msg = response.message
-    if msg.reasoning:
-        yield ReasoningDelta(msg.reasoning)
-    if msg.content:
-        yield ContentDelta(msg.content)
-    for index, call in enumerate(msg.tool_calls):
-        yield ToolCallStart(index, call.id, call.name)
-        yield ToolCallArgsDelta(index, call.arguments)
-    yield response
 
 
 def _decode_event(data: bytes) -> list[Any]:
@@ -445,76 +321,19 @@ def _decode_event(data: bytes) -> list[Any]:
             return [_DONE if ln == b"[DONE]" else orjson.loads(ln) for ln in lines]
         except orjson.JSONDecodeError:
             pass
-    raise wire.WireError(f"a stream event is not JSON: {_snippet(data)}")
+    raise wire.WireError(f"a stream event is not JSON: {snippet(data)}")
 
 
 def _first_event_json(content: bytes) -> Any:
     """The JSON of the first event of an error sent as a stream (`data: {"error": ...}`)."""
     if not content.lstrip().startswith(b"data:"):
         return None
-    decoder = wire.SSEDecoder()
+    decoder = SSEDecoder()
     events = decoder.feed(content) + decoder.finish()
     try:
         return orjson.loads(events[0]) if events else None
     except orjson.JSONDecodeError:
         return None
-
-
-async def _drain(pieces: AsyncIterator[bytes]) -> None:
-    """Read what follows `[DONE]` (normally just the end of the body), so the connection
-    goes back to the pool instead of being closed. Gives up after a moment: a server that
-    keeps the stream open after `[DONE]` costs a connection, not a wait."""
-    try:
-        async with asyncio.timeout(_DRAIN_SECONDS):
-            async for _ in pieces:
-                pass
-    except (httpx.HTTPError, TimeoutError):
-        pass
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """The wait an upstream asked for (`retry-after-ms`, `Retry-After` seconds or date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def _connect_reason(exc: httpx.ConnectError) -> str:
-    text = str(exc).lower()
-    if "refused" in text or "all connection attempts failed" in text:
-        return "connection refused"
-    if any(s in text for s in ("name or service", "nodename", "getaddrinfo", "name resolution")):
-        return "host not found"
-    if "ssl" in text or "certificate" in text:
-        return "TLS handshake failed"
-    return _one_line(str(exc)) or "connection failed"
-
-
-def _snippet(content: bytes, limit: int = 200) -> str:
-    text = content.decode("utf-8", "replace")
-    return repr(_one_line(text, limit)) if text.strip() else "(empty)"
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _coalesced(deltas: list[wire.StreamDelta]) -> list[wire.StreamDelta]:

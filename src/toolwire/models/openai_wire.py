@@ -1,8 +1,8 @@
 """Conversion between toolwire's messages and the OpenAI Chat Completions wire format.
 
-Pure functions and two small stateful objects with no I/O (`SSEDecoder` for the bytes of
-an event stream, `ChatStreamAssembler` for its chunks), so both `OpenAIChatModel` and the
-gateway can use them. Streaming tool-call deltas are assembled here and only here.
+Pure functions and one small stateful object with no I/O (`ChatStreamAssembler`, for the
+chunks of a stream), so both `OpenAIChatModel` and the gateway can use them. Streaming
+tool-call deltas are assembled here and only here.
 
 Call ids: every function that writes or reads call ids takes an optional `IdMap`; ids
 sent upstream go through `ids.upstream()`, ids read back through `ids.client()`.
@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from toolwire.models._values import as_int, json_type, one_line, str_or_none
 from toolwire.models.base import FinishReason, ModelResponse, ModelSettings, ToolChoice
 from toolwire.models.call_ids import IdMap
 from toolwire.models.messages import (
@@ -33,7 +34,6 @@ from toolwire.tools.tool import Tool
 __all__ = [
     "RESERVED_FIELDS",
     "ChatStreamAssembler",
-    "SSEDecoder",
     "StreamDelta",
     "UpstreamError",
     "WireError",
@@ -218,13 +218,13 @@ def error_message(body: Any) -> str | None:
     if isinstance(err, Mapping):
         msg = err.get("message") or err.get("msg")
         if isinstance(msg, str) and msg.strip():
-            return _one_line(msg)
+            return one_line(msg)
     if isinstance(err, str) and err.strip():
-        return _one_line(err)
+        return one_line(err)
     for key in ("message", "detail"):
         msg = body.get(key)
         if isinstance(msg, str) and msg.strip():
-            return _one_line(msg)
+            return one_line(msg)
     return None
 
 
@@ -262,7 +262,7 @@ def parse_completion(body: Any, ids: IdMap | None = None) -> ModelResponse:
         WireError: The body is not a completion.
     """
     if not isinstance(body, Mapping):
-        raise WireError(f"expected a JSON object, got {_json_type(body)}")
+        raise WireError(f"expected a JSON object, got {json_type(body)}")
     choices = body.get("choices")
     if not choices:
         if "error" in body:
@@ -283,7 +283,7 @@ def parse_completion(body: Any, ids: IdMap | None = None) -> ModelResponse:
         fn = raw.get("function") if isinstance(raw, Mapping) else None
         if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str) or not fn["name"]:
             raise WireError("a tool call has no function name")
-        upstream_id = _str_or_none(raw.get("id"))
+        upstream_id = str_or_none(raw.get("id"))
         if upstream_id is None:
             call_id = new_call_id()
         else:
@@ -314,7 +314,7 @@ def parse_completion(body: Any, ids: IdMap | None = None) -> ModelResponse:
         message=message,
         finish_reason=_finish_reason(choice.get("finish_reason"), bool(calls)),
         usage=parse_usage(body.get("usage")),
-        model=_str_or_none(body.get("model")),
+        model=str_or_none(body.get("model")),
     )
 
 
@@ -322,8 +322,8 @@ def parse_usage(raw: Any) -> Usage:
     """Token counts from a `usage` object; `requests` is always 1."""
     usage = Usage(requests=1)
     if isinstance(raw, Mapping):
-        usage.input_tokens = _int(raw.get("prompt_tokens", raw.get("input_tokens")))
-        usage.output_tokens = _int(raw.get("completion_tokens", raw.get("output_tokens")))
+        usage.input_tokens = as_int(raw.get("prompt_tokens", raw.get("input_tokens")))
+        usage.output_tokens = as_int(raw.get("completion_tokens", raw.get("output_tokens")))
     return usage
 
 
@@ -390,12 +390,12 @@ class ChatStreamAssembler:
         # On the gateway's hot path: decoded JSON objects are dicts, so plain `dict`
         # checks (much cheaper than `Mapping` ones) and no per-chunk helper calls.
         if not isinstance(chunk, dict):
-            raise WireError(f"a stream event is {_json_type(chunk)}, not a JSON object")
+            raise WireError(f"a stream event is {json_type(chunk)}, not a JSON object")
         choices = chunk.get("choices")
         if not choices and "error" in chunk:
             raise UpstreamError(error_object(chunk, "unspecified error"))
         if self._model is None:
-            self._model = _str_or_none(chunk.get("model"))
+            self._model = str_or_none(chunk.get("model"))
         usage = chunk.get("usage")
         if usage:
             self._usage = parse_usage(usage)
@@ -433,10 +433,10 @@ class ChatStreamAssembler:
     def _feed_call(self, raw: dict[str, Any], out: list[StreamDelta]) -> None:
         index = raw.get("index")
         key: int | None = index if type(index) is int else None
-        call_id = _str_or_none(raw.get("id"))
+        call_id = str_or_none(raw.get("id"))
         fn = raw.get("function")
         fn = fn if isinstance(fn, dict) else {}
-        name = _str_or_none(fn.get("name"))
+        name = str_or_none(fn.get("name"))
         fragment = fn.get("arguments")
         if fragment is not None and not isinstance(fragment, str):
             fragment = orjson.dumps(fragment).decode()
@@ -511,55 +511,6 @@ def _starts_new_call(call: _PartialCall, call_id: str | None, name: str | None) 
     return True
 
 
-class SSEDecoder:
-    """The `data` of server-sent events, from the raw bytes of a stream.
-
-    `feed(bytes)` returns the data of each event completed by those bytes (multi-line data
-    joined with `\\n`), `finish()` the data of an event left without its closing blank
-    line. Works on bytes throughout (orjson reads bytes), splits lines on `\\n`, `\\r\\n`
-    and `\\r`, and ignores comments and the `event`, `id` and `retry` fields.
-    """
-
-    __slots__ = ("_cr", "_data", "_tail")
-
-    def __init__(self) -> None:
-        self._tail = b""
-        self._data: list[bytes] = []
-        self._cr = False
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The data of the events completed by `chunk`."""
-        if self._cr:
-            # A `\r\n` cut between two chunks: the `\r` already ended the line.
-            self._cr = False
-            if chunk[:1] == b"\n":
-                chunk = chunk[1:]
-        if b"\r" in chunk:
-            self._cr = chunk.endswith(b"\r")
-            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        if self._tail:
-            chunk = self._tail + chunk
-        lines = chunk.split(b"\n")
-        self._tail = lines.pop()
-        out: list[bytes] = []
-        data = self._data
-        for line in lines:
-            if not line:
-                if data:
-                    out.append(data[0] if len(data) == 1 else b"\n".join(data))
-                    data.clear()
-            elif line.startswith(b"data:"):
-                data.append(line[6:] if line[5:6] == b" " else line[5:])
-        return out
-
-    def finish(self) -> list[bytes]:
-        """The data of an event the stream left unterminated, if any."""
-        out = self.feed(b"\n\n") if self._tail or self._data else []
-        self._tail = b""
-        self._data.clear()
-        return out
-
-
 # --- helpers ----------------------------------------------------------------------------
 
 
@@ -599,28 +550,3 @@ def _reasoning_text(msg: Mapping[str, Any]) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {
-        str: "a string",
-        int: "a number",
-        float: "a number",
-        bool: "a boolean",
-        list: "an array",
-    }.get(type(value), type(value).__name__)
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
