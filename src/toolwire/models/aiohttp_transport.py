@@ -51,13 +51,16 @@ class _NoCookies(httpx.Cookies):
         return None
 
 
+_NO_COOKIES = _NoCookies()
+
+
 class _RelayClient(httpx.AsyncClient):
     """A client that keeps no cookies: upstream cookies must not leak from one gateway
     caller to the next, and reading them cost ~7% of the CPU of a relayed request."""
 
     @property
     def cookies(self) -> httpx.Cookies:
-        return _NoCookies()
+        return _NO_COOKIES
 
     @cookies.setter
     def cookies(self, value: object) -> None:

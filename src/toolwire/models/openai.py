@@ -271,7 +271,7 @@ class OpenAIChatModel:
         assert isinstance(exc, httpx.HTTPError)
         if isinstance(exc, httpx.TimeoutException):
             return self._endpoint.transport_error(exc, attempts)
-        reason = one_line(str(exc)) or type(exc).__name__
+        reason = self._endpoint.redact(one_line(str(exc))) or type(exc).__name__
         return ModelError(
             f"The connection to the model at {self.base_url} broke mid-answer: {reason}.",
             retryable=True,
