@@ -18,7 +18,6 @@ from toolwire.models import (
     UserMessage,
 )
 from toolwire.models.call_ids import IdMap
-from toolwire.models.sse import SSEDecoder
 from toolwire.models.openai_wire import (
     RESERVED_FIELDS,
     ChatStreamAssembler,
@@ -32,6 +31,7 @@ from toolwire.models.openai_wire import (
     parse_completion,
     wire_arguments,
 )
+from toolwire.models.sse import SSEDecoder
 from toolwire.parsing.events import ContentDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools import Tool, ToolCall
 
