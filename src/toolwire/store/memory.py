@@ -1,0 +1,186 @@
+"""`MemoryStore`: the store in plain dicts, for tests, demos and the library without a gateway.
+
+Nothing survives the process (`durable = False`). Records go in and come out as copies, so
+a caller mutating what it got back cannot change what is stored, as with the other
+backends. The audit log keeps every record: this store is not meant to run for long.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from toolwire.store.base import (
+    APPROVAL_DECISION_FIELDS,
+    ApprovalRecord,
+    ApprovalStatus,
+    AuditQuery,
+    AuditRecord,
+    RunRecord,
+    RunStatus,
+    StoreConflict,
+)
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """The `Store` interface over dicts in this process."""
+
+    url = "memory"
+    durable = False
+
+    def __init__(self) -> None:
+        self._runs: dict[str, RunRecord] = {}
+        self._approvals: dict[str, ApprovalRecord] = {}
+        self._audit: list[AuditRecord] = []  # record n has id n + 1
+        # Expiry on the monotonic clock: a wall clock step must not revive or drop entries.
+        self._cache: dict[str, tuple[float, bytes]] = {}
+        self._memory: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._writes = 0
+
+    async def open(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+    async def ping(self) -> None:
+        pass
+
+    # --- runs -------------------------------------------------------------------------
+
+    async def put_run(self, run: RunRecord) -> None:
+        self._runs[run.id] = copy.deepcopy(run)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        run = self._runs.get(run_id)
+        return copy.deepcopy(run) if run is not None else None
+
+    async def transition_run(
+        self, run_id: str, *, expect: Sequence[RunStatus], run: RunRecord
+    ) -> bool:
+        stored = self._runs.get(run_id)
+        if stored is None or stored.status not in expect:
+            return False
+        self._runs[run_id] = copy.deepcopy(run)
+        return True
+
+    async def list_runs(
+        self, *, status: RunStatus | None = None, owner: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        found = [
+            run
+            for run in self._runs.values()
+            if (status is None or run.status == status) and (owner is None or run.owner == owner)
+        ]
+        found.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+        return copy.deepcopy(found[: max(limit, 0)])
+
+    # --- approvals --------------------------------------------------------------------
+
+    async def add_approvals(self, approvals: Sequence[ApprovalRecord]) -> None:
+        ids = [a.id for a in approvals]
+        taken = [i for i in ids if i in self._approvals]
+        if taken or len(set(ids)) != len(ids):
+            raise StoreConflict(f"approval {(taken or ids)[0]!r} exists already")
+        for approval in approvals:
+            self._approvals[approval.id] = copy.deepcopy(approval)
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        approval = self._approvals.get(approval_id)
+        return copy.deepcopy(approval) if approval is not None else None
+
+    async def list_approvals(
+        self,
+        *,
+        status: ApprovalStatus | None = None,
+        requested_by: str | None = None,
+        run_id: str | None = None,
+        now: float,
+        limit: int = 100,
+    ) -> list[ApprovalRecord]:
+        found = [
+            a
+            for a in self._approvals.values()
+            if (status is None or a.effective_status(now) == status)
+            and (requested_by is None or a.requested_by == requested_by)
+            and (run_id is None or a.run_id == run_id)
+        ]
+        found.sort(key=lambda a: (a.created_at, a.id), reverse=True)
+        return copy.deepcopy(found[: max(limit, 0)])
+
+    async def update_approval(
+        self, approval: ApprovalRecord, *, expect: Sequence[ApprovalStatus]
+    ) -> bool:
+        stored = self._approvals.get(approval.id)
+        if stored is None or stored.status not in expect:
+            return False
+        for name in APPROVAL_DECISION_FIELDS:
+            setattr(stored, name, getattr(approval, name))
+        return True
+
+    # --- audit ------------------------------------------------------------------------
+
+    async def append_audit(self, record: AuditRecord) -> int:
+        stored = copy.deepcopy(record)
+        stored.id = len(self._audit) + 1
+        self._audit.append(stored)
+        return stored.id
+
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        found: list[AuditRecord] = []
+        if query.limit <= 0:
+            return found
+        for record in self._audit[max(query.after_id, 0) :]:
+            if query.matches(record):
+                found.append(copy.deepcopy(record))
+                if len(found) >= query.limit:
+                    break
+        return found
+
+    # --- cache and memory -------------------------------------------------------------
+
+    async def get(self, key: str) -> bytes | None:
+        entry = self._cache.get(key)
+        if entry is None:
+            return None
+        if time.monotonic() >= entry[0]:
+            del self._cache[key]
+            return None
+        return entry[1]
+
+    async def set(self, key: str, value: bytes, ttl: float) -> None:
+        self._sweep()
+        if ttl <= 0:
+            self._cache.pop(key, None)
+            return
+        self._cache[key] = (time.monotonic() + ttl, value)
+
+    async def remember(self, key: str, value: dict[str, Any], ttl: float) -> None:
+        self._sweep()
+        if ttl <= 0:
+            self._memory.pop(key, None)
+            return
+        self._memory[key] = (time.monotonic() + ttl, copy.deepcopy(value))
+
+    async def recall(self, key: str) -> dict[str, Any] | None:
+        entry = self._memory.get(key)
+        if entry is None:
+            return None
+        if time.monotonic() >= entry[0]:
+            del self._memory[key]
+            return None
+        return copy.deepcopy(entry[1])
+
+    def _sweep(self) -> None:
+        """Every 1000 writes, drop expired entries nobody read again (else they pile up)."""
+        self._writes += 1
+        if self._writes % 1000:
+            return
+        now = time.monotonic()
+        for entries in (self._cache, self._memory):
+            for key in [k for k, (expires, _) in entries.items() if now >= expires]:
+                del entries[key]

@@ -1,0 +1,521 @@
+"""`SqliteStore`: the default store, one SQLite file that several processes may share.
+
+Every write is one SQL statement on a connection in autocommit mode, so it is committed
+(and, with `synchronous=FULL`, on disk) before the method returns, and the statements of
+concurrent coroutines can never end up in each other's transaction. Compare-and-set is a
+single `UPDATE … WHERE id = ? AND status IN (…)` whose row count says who won, which
+holds across processes sharing the file as well as within one.
+
+The schema is versioned with `PRAGMA user_version`; `MIGRATIONS[n]` takes a file from
+version `n` to `n + 1` and runs inside one transaction when the store is opened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import orjson
+
+from toolwire.store.base import (
+    APPROVAL_DECISION_FIELDS,
+    ApprovalRecord,
+    ApprovalStatus,
+    AuditQuery,
+    AuditRecord,
+    RunRecord,
+    RunStatus,
+    StoreConflict,
+    StoreError,
+    StoreUnavailable,
+)
+
+__all__ = ["MIGRATIONS", "SqliteStore"]
+
+MIGRATIONS: list[tuple[str, ...]] = [
+    # 1: runs, approvals, the audit log, the result cache and memory.
+    (
+        """CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            status TEXT NOT NULL,
+            state TEXT NOT NULL,
+            owner TEXT,
+            model TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            lease_until REAL,
+            holder TEXT
+        )""",
+        "CREATE INDEX runs_by_created ON runs (created_at, id)",
+        "CREATE INDEX runs_by_status ON runs (status, created_at, id)",
+        "CREATE INDEX runs_by_owner ON runs (owner, created_at, id)",
+        """CREATE TABLE approvals (
+            id TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            arguments_hash TEXT NOT NULL,
+            status TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            effects TEXT NOT NULL,
+            requested_by TEXT,
+            approver TEXT,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            decided_by TEXT,
+            decided_at REAL,
+            decision_reason TEXT,
+            used_at REAL
+        )""",
+        "CREATE INDEX approvals_by_created ON approvals (created_at, id)",
+        "CREATE INDEX approvals_by_status ON approvals (status, created_at, id)",
+        "CREATE INDEX approvals_by_run ON approvals (run_id, created_at, id)",
+        "CREATE INDEX approvals_by_requester ON approvals (requested_by, created_at, id)",
+        # AUTOINCREMENT: an id is never reused, even were the last row ever removed.
+        """CREATE TABLE audit (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            time REAL NOT NULL,
+            event TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            effects TEXT NOT NULL,
+            arguments_hash TEXT NOT NULL,
+            arguments TEXT,
+            call_id TEXT NOT NULL,
+            outcome TEXT,
+            duration_ms REAL,
+            request_id TEXT,
+            run_id TEXT,
+            key_name TEXT,
+            approval_id TEXT,
+            approved_by TEXT,
+            approved_at REAL
+        )""",
+        "CREATE INDEX audit_by_tool ON audit (tool, id)",
+        "CREATE INDEX audit_by_key ON audit (key_name, id)",
+        "CREATE INDEX audit_by_outcome ON audit (outcome, id)",
+        "CREATE INDEX audit_by_run ON audit (run_id, id)",
+        "CREATE INDEX audit_by_time ON audit (time)",
+        # Append-only, enforced by the file itself and not only by this code.
+        """CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+           BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+        """CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+           BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END""",
+        """CREATE TABLE cache (
+            key TEXT PRIMARY KEY, value BLOB NOT NULL, expires_at REAL NOT NULL
+        ) WITHOUT ROWID""",
+        "CREATE INDEX cache_by_expiry ON cache (expires_at)",
+        """CREATE TABLE memory (
+            key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at REAL NOT NULL
+        ) WITHOUT ROWID""",
+        "CREATE INDEX memory_by_expiry ON memory (expires_at)",
+    ),
+]
+"""`MIGRATIONS[n]` takes a file from schema version `n` to `n + 1`. Append only."""
+
+_BUSY_TIMEOUT = 5.0
+"""Seconds a statement waits for another process's write to finish before failing."""
+_PURGE_EVERY = 60.0
+"""Seconds between sweeps of expired cache and memory rows (reads ignore them anyway)."""
+
+_RUN_COLUMNS = tuple(f.name for f in dataclasses.fields(RunRecord))
+_APPROVAL_COLUMNS = tuple(f.name for f in dataclasses.fields(ApprovalRecord))
+_AUDIT_COLUMNS = tuple(f.name for f in dataclasses.fields(AuditRecord) if f.name != "id")
+
+
+class SqliteStore:
+    """The `Store` interface over one SQLite file.
+
+    Args:
+        path: The database file; its directory is created if missing.
+    """
+
+    durable = True
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path).expanduser().absolute()
+        self.url = f"sqlite:///{self.path}"
+        self._conn: aiosqlite.Connection | None = None
+        self._next_purge = 0.0
+
+    async def open(self) -> None:
+        if self._conn is not None:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(
+                f"cannot create the directory {self.path.parent} for the SQLite store "
+                f"{self.path}: {e.strerror or e}; create it or choose another store path"
+            ) from None
+        if self.path.is_dir():
+            raise StoreError(
+                f"the SQLite store {self.path} is a directory; give a file path such as "
+                f"{self.path / 'state.db'}"
+            )
+        conn = None
+        try:
+            # Autocommit (isolation_level=None): each statement commits on its own.
+            conn = await aiosqlite.connect(self.path, isolation_level=None, timeout=_BUSY_TIMEOUT)
+            await _use_wal(conn)
+            # FULL fsyncs the WAL at each commit. NORMAL already survives a killed process
+            # (the commit is in the OS page cache), but a power cut could undo the last
+            # commits, among them an approval marked `used` or an audit `started` line,
+            # and then a destructive call could run twice. At most once is worth an fsync.
+            await conn.execute("PRAGMA synchronous = FULL")
+            await self._migrate(conn)
+        except sqlite3.DatabaseError as e:
+            if conn is not None:
+                await conn.close()
+            raise StoreError(self._open_failure(e)) from None
+        except BaseException:
+            if conn is not None:
+                await conn.close()
+            raise
+        self._conn = conn
+        self._next_purge = 0.0
+        await self._purge(time.time())
+
+    def _open_failure(self, error: sqlite3.DatabaseError) -> str:
+        text = str(error)
+        if "not a database" in text:
+            return (
+                f"{self.path} is not a SQLite database ({text}); move it away or choose "
+                "another store path"
+            )
+        return (
+            f"cannot open the SQLite store {self.path}: {text}; check that this user can "
+            "read and write the file and its directory"
+        )
+
+    async def _migrate(self, conn: aiosqlite.Connection) -> None:
+        if await self._version(conn) == len(MIGRATIONS):
+            return
+        # IMMEDIATE takes the write lock now: two processes opening a new file at once
+        # migrate it once, the second one finding the version already current.
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = await self._version(conn)
+            if version == 0:
+                await self._check_empty(conn)
+            for steps in MIGRATIONS[version:]:
+                for statement in steps:
+                    await conn.execute(statement)
+            await conn.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+            await conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.DatabaseError):  # keep the first error
+                await conn.execute("ROLLBACK")
+            raise
+
+    async def _version(self, conn: aiosqlite.Connection) -> int:
+        rows = list(await conn.execute_fetchall("PRAGMA user_version"))
+        version = int(rows[0][0])
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"the SQLite store {self.path} was written by a newer toolwire (schema "
+                f"version {version}, this one knows up to {len(MIGRATIONS)}); upgrade "
+                "toolwire or choose another store path"
+            )
+        return version
+
+    async def _check_empty(self, conn: aiosqlite.Connection) -> None:
+        """Refuse to add toolwire's tables to another application's database."""
+        rows = await conn.execute_fetchall(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+        names = sorted(str(row[0]) for row in rows)
+        if names:
+            raise StoreError(
+                f"{self.path} is a SQLite database of something else (tables: "
+                f"{', '.join(names[:5])}); choose another store path"
+            )
+
+    async def aclose(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    async def ping(self) -> None:
+        await self._fetch("SELECT 1", ())
+
+    # --- statements -------------------------------------------------------------------
+
+    def _connection(self) -> aiosqlite.Connection:
+        if self._conn is None:
+            raise StoreError(f"the SQLite store {self.path} is not open; await store.open()")
+        return self._conn
+
+    def _failure(self, error: sqlite3.DatabaseError) -> StoreError:
+        message = f"the SQLite store {self.path} failed: {error}"
+        if isinstance(error, sqlite3.OperationalError):  # locked, disk full, I/O error
+            return StoreUnavailable(message)
+        return StoreError(message)
+
+    async def _fetch(self, sql: str, params: Iterable[Any]) -> list[sqlite3.Row]:
+        try:
+            return list(await self._connection().execute_fetchall(sql, params))
+        except sqlite3.DatabaseError as e:
+            raise self._failure(e) from e
+
+    async def _write(self, sql: str, params: Iterable[Any]) -> int:
+        """Run one statement (committed on return); the number of rows it changed."""
+        try:
+            cursor = await self._connection().execute(sql, params)
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.DatabaseError as e:
+            raise self._failure(e) from e
+        return cursor.rowcount
+
+    # --- runs -------------------------------------------------------------------------
+
+    async def put_run(self, run: RunRecord) -> None:
+        await self._write(
+            f"INSERT OR REPLACE INTO runs ({', '.join(_RUN_COLUMNS)}) "
+            f"VALUES ({_marks(len(_RUN_COLUMNS))})",
+            _run_row(run),
+        )
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        rows = await self._fetch(
+            f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs WHERE id = ?", [run_id]
+        )
+        return _run(rows[0]) if rows else None
+
+    async def transition_run(
+        self, run_id: str, *, expect: Sequence[RunStatus], run: RunRecord
+    ) -> bool:
+        if not expect:
+            return False
+        columns = _RUN_COLUMNS[1:]
+        changed = await self._write(
+            f"UPDATE runs SET {', '.join(f'{c} = ?' for c in columns)} "
+            f"WHERE id = ? AND status IN ({_marks(len(expect))})",
+            [*_run_row(run)[1:], run_id, *expect],
+        )
+        return changed == 1
+
+    async def list_runs(
+        self, *, status: RunStatus | None = None, owner: str | None = None, limit: int = 100
+    ) -> list[RunRecord]:
+        clauses, params = _equal({"status": status, "owner": owner})
+        rows = await self._fetch(
+            f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs {_where(clauses)} "
+            "ORDER BY created_at DESC, id DESC LIMIT ?",
+            [*params, max(limit, 0)],
+        )
+        return [_run(row) for row in rows]
+
+    # --- approvals --------------------------------------------------------------------
+
+    async def add_approvals(self, approvals: Sequence[ApprovalRecord]) -> None:
+        if not approvals:
+            return
+        # One multi-row INSERT: all or none, without a transaction spanning awaits.
+        row = f"({_marks(len(_APPROVAL_COLUMNS))})"
+        params = [getattr(a, c) for a in approvals for c in _APPROVAL_COLUMNS]
+        try:
+            await self._write(
+                f"INSERT INTO approvals ({', '.join(_APPROVAL_COLUMNS)}) "
+                f"VALUES {', '.join([row] * len(approvals))}",
+                params,
+            )
+        except sqlite3.IntegrityError:
+            ids = ", ".join(repr(a.id) for a in approvals)
+            raise StoreConflict(f"an approval with one of the ids {ids} exists already") from None
+
+    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
+        rows = await self._fetch(
+            f"SELECT {', '.join(_APPROVAL_COLUMNS)} FROM approvals WHERE id = ?", [approval_id]
+        )
+        return _approval(rows[0]) if rows else None
+
+    async def list_approvals(
+        self,
+        *,
+        status: ApprovalStatus | None = None,
+        requested_by: str | None = None,
+        run_id: str | None = None,
+        now: float,
+        limit: int = 100,
+    ) -> list[ApprovalRecord]:
+        clauses, params = _equal({"requested_by": requested_by, "run_id": run_id})
+        # The same rule as `ApprovalRecord.effective_status`.
+        if status in ("pending", "approved"):
+            clauses.append("status = ? AND expires_at > ?")
+            params += [status, now]
+        elif status == "expired":
+            clauses.append(
+                "(status = 'expired' OR (status IN ('pending', 'approved') AND expires_at <= ?))"
+            )
+            params.append(now)
+        elif status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        rows = await self._fetch(
+            f"SELECT {', '.join(_APPROVAL_COLUMNS)} FROM approvals {_where(clauses)} "
+            "ORDER BY created_at DESC, id DESC LIMIT ?",
+            [*params, max(limit, 0)],
+        )
+        return [_approval(row) for row in rows]
+
+    async def update_approval(
+        self, approval: ApprovalRecord, *, expect: Sequence[ApprovalStatus]
+    ) -> bool:
+        if not expect:
+            return False
+        changed = await self._write(
+            f"UPDATE approvals SET {', '.join(f'{c} = ?' for c in APPROVAL_DECISION_FIELDS)} "
+            f"WHERE id = ? AND status IN ({_marks(len(expect))})",
+            [*(getattr(approval, c) for c in APPROVAL_DECISION_FIELDS), approval.id, *expect],
+        )
+        return changed == 1
+
+    # --- audit ------------------------------------------------------------------------
+
+    async def append_audit(self, record: AuditRecord) -> int:
+        values = [getattr(record, c) for c in _AUDIT_COLUMNS]
+        values[_AUDIT_COLUMNS.index("arguments")] = _dumps(record.arguments)
+        try:
+            row = await self._connection().execute_insert(
+                f"INSERT INTO audit ({', '.join(_AUDIT_COLUMNS)}) "
+                f"VALUES ({_marks(len(_AUDIT_COLUMNS))})",
+                values,
+            )
+        except sqlite3.DatabaseError as e:
+            raise self._failure(e) from e
+        assert row is not None  # execute_insert reads last_insert_rowid()
+        return int(row[0])
+
+    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
+        clauses, params = _equal(
+            {
+                "tool": query.tool,
+                "key_name": query.key_name,
+                "outcome": query.outcome,
+                "run_id": query.run_id,
+            }
+        )
+        clauses.append("id > ?")
+        params.append(query.after_id)
+        if query.since is not None:
+            clauses.append("time >= ?")
+            params.append(query.since)
+        if query.until is not None:
+            clauses.append("time < ?")
+            params.append(query.until)
+        rows = await self._fetch(
+            f"SELECT id, {', '.join(_AUDIT_COLUMNS)} FROM audit {_where(clauses)} "
+            "ORDER BY id LIMIT ?",
+            [*params, max(query.limit, 0)],
+        )
+        return [_audit(row) for row in rows]
+
+    # --- cache and memory -------------------------------------------------------------
+
+    # Expiry is on the wall clock: it is the only clock processes sharing the file share.
+
+    async def get(self, key: str) -> bytes | None:
+        rows = await self._fetch(
+            "SELECT value FROM cache WHERE key = ? AND expires_at > ?", [key, time.time()]
+        )
+        return bytes(rows[0][0]) if rows else None
+
+    async def set(self, key: str, value: bytes, ttl: float) -> None:
+        await self._put("cache", key, value, ttl)
+
+    async def remember(self, key: str, value: dict[str, Any], ttl: float) -> None:
+        await self._put("memory", key, orjson.dumps(value).decode(), ttl)
+
+    async def recall(self, key: str) -> dict[str, Any] | None:
+        rows = await self._fetch(
+            "SELECT value FROM memory WHERE key = ? AND expires_at > ?", [key, time.time()]
+        )
+        if not rows:
+            return None
+        value: dict[str, Any] = orjson.loads(rows[0][0])
+        return value
+
+    async def _put(self, table: str, key: str, value: bytes | str, ttl: float) -> None:
+        now = time.time()
+        if ttl <= 0:
+            await self._write(f"DELETE FROM {table} WHERE key = ?", [key])
+        else:
+            await self._write(
+                f"INSERT OR REPLACE INTO {table} (key, value, expires_at) VALUES (?, ?, ?)",
+                [key, value, now + ttl],
+            )
+        await self._purge(now)
+
+    async def _purge(self, now: float) -> None:
+        """Delete expired cache and memory rows, at most once every `_PURGE_EVERY`."""
+        if now < self._next_purge:
+            return
+        self._next_purge = now + _PURGE_EVERY
+        for table in ("cache", "memory"):
+            await self._write(f"DELETE FROM {table} WHERE expires_at <= ?", [now])
+
+
+async def _use_wal(conn: aiosqlite.Connection) -> None:
+    """Switch the file to WAL (readers never wait for the writer; it stays switched).
+
+    The switch answers "database is locked" at once, without the busy timeout, while
+    another process opens the same new file, so it is retried here for as long.
+    """
+    deadline = time.monotonic() + _BUSY_TIMEOUT
+    while True:
+        try:
+            # fetchall: a statement left with unread rows would hold a read transaction.
+            await conn.execute_fetchall("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(0.02)
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+def _equal(filters: dict[str, Any]) -> tuple[list[str], list[Any]]:
+    """`column = ?` clauses for the filters that are set, and their parameters."""
+    used = {column: value for column, value in filters.items() if value is not None}
+    return [f"{c} = ?" for c in used], list(used.values())
+
+
+def _where(clauses: list[str]) -> str:
+    return f"WHERE {' AND '.join(clauses)}" if clauses else ""
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+def _run_row(run: RunRecord) -> list[Any]:
+    return [_dumps(run.state) if c == "state" else getattr(run, c) for c in _RUN_COLUMNS]
+
+
+def _run(row: sqlite3.Row) -> RunRecord:
+    fields = dict(zip(_RUN_COLUMNS, row, strict=True))
+    fields["state"] = orjson.loads(fields["state"])
+    return RunRecord(**fields)
+
+
+def _approval(row: sqlite3.Row) -> ApprovalRecord:
+    return ApprovalRecord(**dict(zip(_APPROVAL_COLUMNS, row, strict=True)))
+
+
+def _audit(row: sqlite3.Row) -> AuditRecord:
+    fields = dict(zip(("id", *_AUDIT_COLUMNS), row, strict=True))
+    if fields["arguments"] is not None:
+        fields["arguments"] = orjson.loads(fields["arguments"])
+    return AuditRecord(**fields)

@@ -1,0 +1,140 @@
+"""What only the Redis store does: fail fast without leaking a password, check its layout."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import time
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from store_support import run_record
+
+from toolwire.store import StoreError, StoreUnavailable, open_store
+from toolwire.store.redis import SCHEMA_VERSION, RedisStore
+
+
+@pytest.fixture
+async def prefix(redis_url: str) -> AsyncIterator[str]:
+    """A fresh key prefix, its keys deleted afterwards."""
+    import redis.asyncio as aioredis
+
+    prefix = f"toolwire-test:{uuid.uuid4().hex}:"
+    yield prefix
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
+        if keys:
+            await client.delete(*keys)
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:hunter2@127.0.0.1:1/0",
+        "redis://admin:hunter2@127.0.0.1:1/0",
+        "unix:///nonexistent/redis.sock?db=0&password=hunter2",
+    ],
+)
+async def test_unreachable_redis_fails_fast_without_the_password(url: str) -> None:
+    store = open_store(url)
+    assert "hunter2" not in store.url
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable) as caught:
+        await store.open()
+    assert time.monotonic() - started < 5
+    message = str(caught.value)
+    assert "hunter2" not in message
+    assert "\n" not in message
+    assert message.startswith(f"Redis at {store.url} is unreachable: ")
+    await store.aclose()
+
+
+async def test_url_keeps_user_host_and_database() -> None:
+    store = RedisStore("rediss://admin:s3cret@cache.internal:6380/2")
+    assert store.url == "rediss://admin@cache.internal:6380/2"
+
+
+async def test_refuses_a_newer_layout(redis_url: str, prefix: str) -> None:
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(redis_url)
+    await client.set(f"{prefix}schema", SCHEMA_VERSION + 1)
+    await client.aclose()
+    store = RedisStore(redis_url, prefix=prefix)
+    with pytest.raises(StoreError, match="newer toolwire") as caught:
+        await store.open()
+    assert "\n" not in str(caught.value)
+
+
+async def test_writes_its_layout_version(redis_url: str, prefix: str) -> None:
+    import redis.asyncio as aioredis
+
+    store = RedisStore(redis_url, prefix=prefix)
+    await store.open()
+    await store.aclose()
+    client = aioredis.Redis.from_url(redis_url)
+    assert await client.get(f"{prefix}schema") == str(SCHEMA_VERSION).encode()
+    await client.aclose()
+
+
+async def test_prefixes_keep_deployments_apart(redis_url: str, prefix: str) -> None:
+    one = RedisStore(redis_url, prefix=f"{prefix}one:")
+    two = RedisStore(redis_url, prefix=f"{prefix}two:")
+    await one.open()
+    await two.open()
+    run = run_record()
+    await one.put_run(run)
+    await one.set("k", b"v", 30)
+    assert await two.get_run(run.id) is None
+    assert await two.list_runs() == []
+    assert await two.get("k") is None
+    await one.aclose()
+    await two.aclose()
+
+
+async def test_use_before_open_is_a_clear_error() -> None:
+    store = RedisStore("redis://127.0.0.1:1/0")
+    with pytest.raises(StoreError, match=r"not open; await store\.open\(\)"):
+        await store.get("x")
+    with pytest.raises(StoreError, match=r"not open; await store\.open\(\)"):
+        await store.put_run(run_record())
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs the redis-server binary")
+async def test_a_redis_that_dies_fails_requests_fast(unused_tcp_port: int) -> None:
+    server = await asyncio.create_subprocess_exec(
+        "redis-server",
+        "--port",
+        str(unused_tcp_port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    store = RedisStore(f"redis://127.0.0.1:{unused_tcp_port}/0")
+    try:
+        for _ in range(100):  # until it accepts connections
+            try:
+                await store.open()
+                break
+            except StoreUnavailable:
+                await asyncio.sleep(0.05)
+        await store.set("k", b"v", 30)
+        server.kill()
+        await server.wait()
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable, match="is unreachable"):
+            await store.get("k")
+        assert time.monotonic() - started < 5
+    finally:
+        if server.returncode is None:
+            server.kill()
+            await server.wait()
+        await store.aclose()
