@@ -18,6 +18,7 @@ DOCUMENTED = {
     "ToolResult",
     "ToolContext",
     "ToolProvider",
+    "ToolProviderProtocol",
     "Toolbox",
     "MockTools",
     "ToolNotFoundError",

@@ -26,7 +26,7 @@ def get_time(city: str) -> str:
 SEND_EMAIL = Tool(
     name="send_email",
     description="Send an email (the client runs this).",
-    parameters={"type": "object", "properties": {"to": {"type": "string"}}},
+    input_schema={"type": "object", "properties": {"to": {"type": "string"}}},
 )
 
 
@@ -82,7 +82,7 @@ async def test_resuming_with_the_client_result_completes() -> None:
 
 
 async def test_client_tool_with_a_server_tool_name_is_refused() -> None:
-    clash = Tool(name="get_time", description="", parameters={"type": "object"})
+    clash = Tool(name="get_time", description="", input_schema={"type": "object"})
     model = ScriptedModel(["never"])
     with pytest.raises(ValueError, match="get_time"):
         await Agent(model, [get_time]).run("x", client_tools=[clash])

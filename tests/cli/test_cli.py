@@ -335,3 +335,42 @@ def test_help_lists_the_commands(cli: CliRunner) -> None:
     assert out.exit_code == 0
     assert "chat" in out.output
     assert "tools" in out.output
+
+
+def test_tools_call_writes_the_audit_log(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from toolwire.store import AuditQuery, open_store
+
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    monkeypatch.setenv("TOOLWIRE_STORE", url)
+    out = cli.invoke(app, ["tools", "call", "calculate", '{"expression": "6 * 7"}'])
+    assert out.exit_code == 0, out.output
+
+    async def read() -> list[tuple[str, str, str | None, dict[str, object] | None]]:
+        store = open_store(url)
+        await store.open()
+        try:
+            return [
+                (r.event, r.tool, r.outcome, r.arguments)
+                for r in await store.list_audit(AuditQuery())
+            ]
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(read()) == [("finished", "calculate", "ok", {"expression": "6 * 7"})]
+
+
+def test_tools_call_refuses_to_run_unaudited_when_the_store_is_broken(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "state.db"
+    broken.write_text("not a database\n" * 50)
+    monkeypatch.setenv("TOOLWIRE_STORE", f"sqlite:///{broken}")
+    out = cli.invoke(app, ["tools", "call", "calculate", '{"expression": "1"}'])
+    assert out.exit_code == 1
+    assert "--no-audit" in out.output
+    ok = cli.invoke(app, ["tools", "call", "calculate", '{"expression": "1"}', "--no-audit"])
+    assert ok.exit_code == 0, ok.output

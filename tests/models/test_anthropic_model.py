@@ -40,7 +40,11 @@ KEY = "sk-ant-secret-key-123"
 WEATHER = Tool(
     name="get_weather",
     description="Weather for a city",
-    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    input_schema={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
 )
 
 

@@ -33,7 +33,7 @@ from toolwire.tools import Tool, ToolCall
 WEATHER = Tool(
     name="get_weather",
     description="Weather for a city",
-    parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+    input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
 )
 
 

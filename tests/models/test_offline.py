@@ -93,7 +93,7 @@ async def test_schema_driven_arguments_for_any_tool() -> None:
     search = Tool(
         name="search_flights",
         description="Search flights between airports",
-        parameters=schema(
+        input_schema=schema(
             {
                 "destination": {"type": "string"},
                 "passengers": {"type": "integer", "default": 1},
@@ -105,7 +105,7 @@ async def test_schema_driven_arguments_for_any_tool() -> None:
             required=["destination"],
         ),
     )
-    other = Tool(name="book_hotel", description="Book a hotel room", parameters=schema({}))
+    other = Tool(name="book_hotel", description="Book a hotel room", input_schema=schema({}))
     calls = await calls_for(
         "Search flights to Rome for 3 passengers in business, max price 450.5, "
         'not direct only, note "window seat"',
@@ -130,7 +130,7 @@ async def test_required_values_fall_back_to_schema_and_positional_numbers() -> N
     add = Tool(
         name="add_numbers",
         description="Add two numbers",
-        parameters=schema(
+        input_schema=schema(
             {
                 "a": {"type": "integer"},
                 "b": {"type": "integer"},

@@ -45,12 +45,16 @@ from toolwire.tools import Tool, ToolCall
 WEATHER = Tool(
     name="get_weather",
     description="Weather for a city",
-    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    input_schema={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
 )
 CALC = Tool(
     name="calculate",
     description="Evaluate",
-    parameters={"type": "object", "properties": {"expression": {"type": "string"}}},
+    input_schema={"type": "object", "properties": {"expression": {"type": "string"}}},
 )
 
 

@@ -26,12 +26,16 @@ from toolwire.tools import Tool, ToolCall
 WEATHER = Tool(
     name="get_weather",
     description="Weather for a city",
-    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    input_schema={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
 )
 ADD = Tool(
     name="add",
     description="Add two numbers",
-    parameters={
+    input_schema={
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
     },

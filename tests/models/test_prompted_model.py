@@ -31,12 +31,16 @@ from toolwire.tools import Tool, ToolCall
 WEATHER = Tool(
     name="get_weather",
     description="Weather for a city",
-    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    input_schema={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
 )
 ADD = Tool(
     name="add",
     description="Add two numbers",
-    parameters={"type": "object", "properties": {"a": {"type": "integer"}}},
+    input_schema={"type": "object", "properties": {"a": {"type": "integer"}}},
 )
 TOOLS = [WEATHER, ADD]
 HI = [UserMessage(content="Weather in Paris?")]

@@ -173,7 +173,7 @@ async def test_schema_defaults_are_applied_before_the_tool_runs() -> None:
         },
         "required": ["city"],
     }
-    t = Tool(name="forecast", parameters=schema)
+    t = Tool(name="forecast", input_schema=schema)
     provider = RaisingProvider([t], returns=ToolResult.ok("", "forecast", "ok"))
     runner = ToolRunner(provider)
     await runner.exec(call("forecast", {"city": "Porto"}))

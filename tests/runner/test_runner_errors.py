@@ -86,7 +86,7 @@ async def test_unknown_tool_refreshes_the_listing_once_per_miss() -> None:
 
 async def test_provider_tool_not_found_becomes_unknown_tool() -> None:
     t = Tool.from_parameters("gone", "", [])
-    runner = ToolRunner(RaisingProvider([t], raises=ToolNotFoundError("gone", ["other"])))
+    runner = ToolRunner(RaisingProvider([t], raises=ToolNotFoundError.unknown("gone", ["other"])))
     result = await runner.exec(call("gone"))
     assert result.error is not None
     assert result.error.code == "unknown_tool"
@@ -182,7 +182,7 @@ async def test_nested_field_and_limits_are_named() -> None:
         },
         "required": ["filter"],
     }
-    t = Tool(name="search", parameters=schema)
+    t = Tool(name="search", input_schema=schema)
     runner = ToolRunner(RaisingProvider([t], returns=ToolResult.ok("", "search", [])))
     result = await runner.exec(call("search", {"filter": {"limit": 500}, "tags": ["a", 3]}))
     assert result.error is not None

@@ -106,13 +106,47 @@ async def test_untyped_dict_passes_through_by_default(runner: ToolRunner) -> Non
     assert result.result == {"name": "Ana", "password": "hunter2"}
 
 
-async def test_untyped_dict_is_refused_in_strict_mode(strict: ToolRunner) -> None:
-    result = await strict.exec(call("raw_user"))
+async def test_strict_mode_refuses_every_tool_without_an_allowlist(strict: ToolRunner) -> None:
+    for name in ("raw_user", "text"):  # an untyped dict and plain text alike
+        result = await strict.exec(call(name))
+        assert result.error is not None, name
+        assert result.error.code == "execution_error"
+        assert f"Tool {name!r} cannot be used here: it declares no result allowlist" in (
+            result.error.message
+        )
+        assert "hunter2" not in result.error.message
+        assert "plain" not in result.error.message
+
+
+async def test_strict_mode_does_not_run_a_tool_without_an_allowlist() -> None:
+    ran: list[str] = []
+
+    @tool(effects="write")
+    def save(note: str) -> str:
+        """Save a note."""
+        ran.append(note)
+        return "saved"
+
+    strict = ToolRunner(Toolbox([save]), policy=Policy(require_allowlist=True))
+    result = await strict.exec(call("save", {"note": "x"}))
     assert result.error is not None
-    assert result.error.code == "execution_error"
-    assert "Tool 'raw_user' returned an untyped dict and has no allow=[...]" in result.error.message
-    assert "hunter2" not in result.error.message
-    assert (await strict.exec(call("text"))).result == "plain"
+    assert ran == []  # no side effect for a result nobody may see
+
+
+async def test_an_allowlist_applies_to_every_result_shape() -> None:
+    @tool(allow=["id"])
+    def shapes() -> Any:
+        """Nested lists, objects and text."""
+        return [[{"id": 1, "secret": "s"}], {"id": 2, "secret": "s"}, "text", 3]
+
+    @tool(allow=[])
+    def words() -> str:
+        """Text: nothing to filter, and allow=[] declares it reviewed."""
+        return "plain words"
+
+    strict = ToolRunner(Toolbox([shapes, words]), policy=Policy(require_allowlist=True))
+    assert (await strict.exec(call("shapes"))).result == [[{"id": 1}], {"id": 2}, "text", 3]
+    assert (await strict.exec(call("words"))).result == "plain words"
 
 
 async def test_models_returned_by_a_provider_are_redacted() -> None:

@@ -169,7 +169,7 @@ def test_a_multi_turn_request_with_parallel_calls_and_a_dropped_orphan() -> None
     assert request.messages[3] == ToolMessage(call_id="c2", name="get_weather", content="2")
     (weather,) = request.tools
     assert weather.name == "get_weather"
-    assert weather.parameters == WEATHER_SCHEMA
+    assert weather.input_schema == WEATHER_SCHEMA
     assert weather.invoker is None
 
 
@@ -294,15 +294,15 @@ def test_tool_definitions() -> None:
         )
     )
     weather, no_params, empty, untyped = request.tools
-    assert (weather.name, weather.description, weather.parameters) == (
+    assert (weather.name, weather.description, weather.input_schema) == (
         "get_weather",
         "Weather.",
         WEATHER_SCHEMA,
     )
-    assert no_params.parameters == {"type": "object", "properties": {}}
+    assert no_params.input_schema == {"type": "object", "properties": {}}
     assert no_params.description == ""
-    assert empty.parameters == {"type": "object", "properties": {}}
-    assert untyped.parameters == {"type": "object", "properties": {"q": {"type": "string"}}}
+    assert empty.input_schema == {"type": "object", "properties": {}}
+    assert untyped.input_schema == {"type": "object", "properties": {"q": {"type": "string"}}}
 
 
 @pytest.mark.parametrize(

@@ -323,3 +323,24 @@ def test_format_path(loc: tuple[str | int, ...], text: str) -> None:
 def test_the_docs_embed_the_example_config_verbatim() -> None:
     docs = (EXAMPLE.parents[1] / "docs" / "gateway.md").read_text()
     assert "```yaml\n" + EXAMPLE.read_text() + "```" in docs
+
+
+def test_store_and_approval_settings_are_checked() -> None:
+    text = """\
+store: "mysql://db/toolwire"
+approvals:
+  ttl: 0
+  wait_seconds: -1
+keys:
+  - {name: ops, sha256: "%s", approve: everyone}
+""" % ("a" * 64)
+    got = problems_of(text)
+    expected_starts = [
+        "tw.yaml:1: store: unknown store 'mysql://db/toolwire': use memory, sqlite:///",
+        "tw.yaml:3: approvals.ttl: Input should be greater than 0",
+        "tw.yaml:4: approvals.wait_seconds: Input should be greater than or equal to 0",
+        "tw.yaml:6: keys[0].approve: Input should be 'own', 'any' or 'none'",
+    ]
+    assert len(got) == len(expected_starts), "\n".join(got)
+    for start in expected_starts:
+        assert any(g.startswith(start) for g in got), f"{start!r} not in:\n" + "\n".join(got)

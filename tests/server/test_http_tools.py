@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from toolwire import Agent, AssistantMessage, ScriptedModel, ToolMessage
 from toolwire.runner import ToolRunner
 from toolwire.tools import (
     Toolbox,
@@ -25,7 +27,7 @@ from toolwire.tools import (
     ToolExecutionError,
     ToolNotFoundError,
 )
-from toolwire.tools.http import HttpTool, HttpTools
+from toolwire.tools.http import MAX_ERROR_BODY, HttpTool, HttpTools
 
 SECRET_BODY = "internal detail: db password hunter2"
 
@@ -46,7 +48,26 @@ async def _order(request: Request) -> Response:
 
 
 async def _status(request: Request) -> Response:
-    return PlainTextResponse(SECRET_BODY, status_code=int(request.path_params["code"]))
+    code = int(request.path_params["code"])
+    if code >= 500:
+        return PlainTextResponse(SECRET_BODY, status_code=code)
+    # A client error explains itself, echoing the caller's header and the URL as some APIs do.
+    detail = {
+        "error": "no such thing",
+        "seen": request.headers.get("authorization"),
+        "url": str(request.url),
+    }
+    return JSONResponse(detail, status_code=code)
+
+
+async def _reject(request: Request) -> Response:
+    # An API's own 4xx explanation, echoing the caller's token and padded past any bound.
+    body = {
+        "error": "order_id must look like 'A-1042'",
+        "received_authorization": request.headers.get("authorization"),
+        "padding": "x" * 10_000,
+    }
+    return JSONResponse(body, status_code=422)
 
 
 async def _text(request: Request) -> Response:
@@ -71,6 +92,7 @@ service = Starlette(
         Route("/orders/{order_id:path}", _order, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
         Route("/status/{code:int}", _status),
         Route("/text", _text),
+        Route("/reject", _reject, methods=["POST"]),
         Route("/bad-json", _bad_json),
         Route("/empty", _empty, methods=["GET", "DELETE"]),
         Route("/slow", _slow),
@@ -103,7 +125,7 @@ def order_tool(base: str, **options: Any) -> HttpTool:
         "description": "Look up an order.",
         "endpoint": f"{base}/orders/{{order_id}}",
         "method": "GET",
-        "parameters": ORDER_SCHEMA,
+        "input_schema": ORDER_SCHEMA,
     }
     return HttpTool(**{**defaults, **options})
 
@@ -173,7 +195,8 @@ async def failure(tool: HttpTool, arguments: dict[str, Any] | None = None) -> st
         with pytest.raises(ToolExecutionError) as info:
             await provider.execute_tool(tool.name, arguments or {}, ToolContext(auth_token="tok"))
     message = str(info.value)
-    # Safe for a model: no endpoint, no token, no response body.
+    # Safe for a model: no endpoint, no token, no server error's body (a 4xx body, masked,
+    # is the model's to read).
     assert "127.0.0.1" not in message
     assert "tok" not in message
     assert "hunter2" not in message
@@ -195,6 +218,40 @@ async def test_error_statuses_become_safe_execution_errors(
     message = await failure(tool)
     assert words in message
     assert "'s'" in message
+    assert ("The service said:" in message) is (code < 500)
+    assert ("no such thing" in message) is (code < 500)
+
+
+async def test_a_4xx_body_reaches_the_model_bounded_and_masked(base: str) -> None:
+    tool = HttpTool(
+        name="create_order",
+        endpoint=f"{base}/reject",
+        input_schema={"type": "object", "properties": {"id": {"type": "string"}}},
+        forward_auth=True,
+    )
+    model = ScriptedModel(
+        [
+            AssistantMessage(
+                tool_calls=(ToolCall(id="c1", name="create_order", arguments='{"id": "9"}'),)
+            ),
+            "Sorry.",
+        ]
+    )
+    token = "user-token-8d1f3c"
+    async with HttpTools([tool]) as http:
+        await Agent(model, http).run("Order it", ToolContext(auth_token=token))
+    sent = model.requests[1].messages[-1]
+    assert isinstance(sent, ToolMessage)
+    assert sent.is_error
+    message = json.loads(sent.content)["error"]["message"]
+    assert "answered HTTP 422" in message
+    assert "order_id must look like 'A-1042'" in message  # the API's own words
+    assert '"received_authorization":"Bearer [redacted]"' in message
+    assert token not in sent.content
+    assert "127.0.0.1" not in message
+    said = message.split("The service said: ", 1)[1]
+    assert len(said.encode()) <= MAX_ERROR_BODY + len(" [truncated]")
+    assert said.endswith(" [truncated]")
 
 
 async def test_invalid_json_response(base: str) -> None:
@@ -306,3 +363,11 @@ async def test_without_gateway_keys_the_bearer_token_is_the_callers(
             "/v1/tools/get_order/invoke", json={"arguments": {"order_id": "7"}}
         )
     assert response.json()["result"]["authorization"] == "Bearer api-token"
+
+
+def test_parameters_is_the_deprecated_spelling_of_input_schema(base: str) -> None:
+    with pytest.warns(DeprecationWarning, match="use input_schema="):
+        old = HttpTool(name="o", endpoint=f"{base}/orders/{{order_id}}", parameters=ORDER_SCHEMA)
+    assert old.input_schema == ORDER_SCHEMA
+    assert old.to_tool().input_schema == ORDER_SCHEMA
+    assert order_tool(base, allow=("path",)).to_tool().allow == ("path",)

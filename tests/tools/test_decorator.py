@@ -64,7 +64,7 @@ def test_bare_decorator_builds_a_tool() -> None:
     assert get_forecast.allow is None
     assert get_forecast.result_fields == ("city", "temperature")
     assert get_forecast.allowed_fields == ("city", "temperature")
-    assert get_forecast.parameters["required"] == ["city"]
+    assert get_forecast.input_schema["required"] == ["city"]
 
 
 def test_options_are_applied() -> None:
@@ -75,7 +75,7 @@ def test_options_are_applied() -> None:
     assert remove.allow == ("id",)
     assert remove.result_fields == ("id", "balance", "owner_email")
     assert remove.allowed_fields == ("id",)
-    assert "ctx" not in remove.parameters["properties"]
+    assert "ctx" not in remove.input_schema["properties"]
 
 
 def test_original_function_stays_reachable_and_callable() -> None:
@@ -150,7 +150,7 @@ async def test_methods_and_callable_objects() -> None:
 
     greet = tool(Service().greet)
     assert greet.name == "greet"
-    assert list(greet.parameters["properties"]) == ["name"]
+    assert list(greet.input_schema["properties"]) == ["name"]
     assert await greet.invoke({"name": "Ana"}, ToolContext()) == "hi Ana"
 
 
@@ -193,14 +193,14 @@ def test_wire_forms() -> None:
         "function": {
             "name": "get_forecast",
             "description": "Forecast for a city.",
-            "parameters": get_forecast.parameters,
+            "parameters": get_forecast.input_schema,
         },
     }
     anthropic = get_forecast.to_anthropic()
     assert anthropic == {
         "name": "get_forecast",
         "description": "Forecast for a city.",
-        "input_schema": get_forecast.parameters,
+        "input_schema": get_forecast.input_schema,
     }
     assert anthropic["input_schema"]["type"] == "object"
     assert "title" not in anthropic["input_schema"]

@@ -22,16 +22,16 @@ from toolwire.tools.demo import (
 def test_demo_tools_are_listed_with_valid_schemas() -> None:
     assert [t.name for t in DEMO_TOOLS] == ["get_current_time", "get_weather", "calculate"]
     for t in DEMO_TOOLS:
-        jsonschema_rs.meta.validate(t.parameters)
+        jsonschema_rs.meta.validate(t.input_schema)
         assert t.effects == "read"
         assert t.description
-    assert get_weather.parameters["properties"]["unit"] == {
+    assert get_weather.input_schema["properties"]["unit"] == {
         "type": "string",
         "enum": ["celsius", "fahrenheit"],
         "default": "celsius",
         "description": "Temperature unit.",
     }
-    assert get_weather.parameters["required"] == ["city"]
+    assert get_weather.input_schema["required"] == ["city"]
     assert "not real weather" in get_weather.description
     assert get_weather.result_fields is not None
     assert "source" in get_weather.result_fields

@@ -81,8 +81,8 @@ def test_tool_schema_carries_the_descriptions(fn: object) -> None:
     assert "Parameters" not in t.description
     assert ":param" not in t.description
     assert "Returns" not in t.description
-    assert t.parameters["properties"]["city"]["description"] == "The city to look up."
-    assert t.parameters["properties"]["unit"]["description"] == "Temperature unit."
+    assert t.input_schema["properties"]["city"]["description"] == "The city to look up."
+    assert t.input_schema["properties"]["unit"]["description"] == "Temperature unit."
 
 
 def test_summary_only_and_missing_docstrings() -> None:
@@ -101,11 +101,11 @@ def test_undocumented_parameters_have_no_description() -> None:
         return a + b
 
     t = tool(f)
-    assert t.parameters["properties"]["a"] == {"type": "integer", "description": "First."}
-    assert t.parameters["properties"]["b"] == {"type": "integer"}
+    assert t.input_schema["properties"]["a"] == {"type": "integer", "description": "First."}
+    assert t.input_schema["properties"]["b"] == {"type": "integer"}
 
 
 def test_description_option_overrides_docstring_but_keeps_parameter_docs() -> None:
     t = tool(description="Custom.")(google)
     assert t.description == "Custom."
-    assert t.parameters["properties"]["city"]["description"] == "The city to look up."
+    assert t.input_schema["properties"]["city"]["description"] == "The city to look up."

@@ -212,7 +212,7 @@ async def test_tool_parameter_based_tools() -> None:
         "send_email",
         "Send an email.",
         [
-            ToolParameter(name="to", type="string", description="Recipient"),
+            ToolParameter(name="to", type="string", description="Recipient", required=True),
             ToolParameter(
                 name="priority", type="string", enum=["low", "high"], required=False, default="low"
             ),
@@ -221,7 +221,7 @@ async def test_tool_parameter_based_tools() -> None:
         handler=handler,
         effects="write",
     )
-    assert send.parameters == {
+    assert send.input_schema == {
         "type": "object",
         "properties": {
             "to": {"type": "string", "description": "Recipient"},
@@ -230,7 +230,7 @@ async def test_tool_parameter_based_tools() -> None:
         },
         "required": ["to"],
     }
-    assert send.to_openai()["function"]["parameters"] == send.parameters
+    assert send.to_openai()["function"]["parameters"] == send.input_schema
     box = Toolbox([send])
     result = await box.execute_tool("send_email", {"to": "a@b"}, ctx())
     assert result.result == {"ok": True}
@@ -306,7 +306,7 @@ async def test_from_module_collects_module_level_tools(module_dir: Path) -> None
     )
     box = Toolbox.from_module(name)
     assert [t.name for t in box.tools] == ["greet", "save"]
-    assert box.get("greet").parameters["properties"]["name"]["description"] == "Who to greet."
+    assert box.get("greet").input_schema["properties"]["name"]["description"] == "Who to greet."
     assert box.get("greet").result_fields == ("text",)
     assert (await box.execute_tool("greet", {"name": "Ana"}, ctx())).result == {
         "text": "Hello, Ana!"

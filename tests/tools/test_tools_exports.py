@@ -18,6 +18,8 @@ def test_public_tools_names_are_exported() -> None:
         "ToolResult",
         "ToolContext",
         "ToolProvider",
+        "ToolProviderProtocol",
+        "MockToolProvider",
         "Toolbox",
         "MockTools",
         "ToolError",

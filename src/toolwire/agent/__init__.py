@@ -1,6 +1,6 @@
 """The agent loop: model → tools → model, bounded, streamed as events."""
 
-from toolwire.agent.agent import Agent
+from toolwire.agent.agent import Agent, RunConflict
 from toolwire.agent.events import (
     AgentEvent,
     ApprovalRequired,
@@ -10,15 +10,21 @@ from toolwire.agent.events import (
     ToolCallResult,
     ToolCallStart,
 )
-from toolwire.agent.result import RunResult, RunStatus, Step
+from toolwire.agent.result import PendingApproval, RunResult, RunStatus, Step
+from toolwire.agent.state import ApprovalDecision, Decision, RunState
 
 __all__ = [
     "Agent",
     "AgentEvent",
+    "ApprovalDecision",
     "ApprovalRequired",
+    "Decision",
     "Done",
+    "PendingApproval",
     "ReasoningDelta",
+    "RunConflict",
     "RunResult",
+    "RunState",
     "RunStatus",
     "Step",
     "TextDelta",

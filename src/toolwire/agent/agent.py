@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
-from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -20,25 +21,40 @@ from toolwire.agent.events import (
     ToolCallResult,
     ToolCallStart,
 )
-from toolwire.agent.result import RunResult, RunStatus, Step
+from toolwire.agent.journal import HOLDER, LEASE_SECONDS, RunJournal
+from toolwire.agent.result import PendingApproval, RunResult, Step
+from toolwire.agent.state import ApprovalDecision, Decision, RunState, decision_of
 from toolwire.models.base import Model, ModelError, ModelResponse, ModelSettings
 from toolwire.models.messages import (
     Message,
     SystemMessage,
     ToolMessage,
-    Usage,
     UserMessage,
 )
 from toolwire.parsing.events import ContentDelta
 from toolwire.parsing.events import ReasoningDelta as ModelReasoningDelta
 from toolwire.runner import Approver, Policy, ToolRunner
+from toolwire.runner.audit import Grant
+from toolwire.store.base import (
+    ApprovalRecord,
+    RunRecord,
+    Store,
+    StoreConflict,
+    arguments_hash,
+    canonical_json,
+)
 from toolwire.tools.call import ToolCall, ToolResult, new_call_id
 from toolwire.tools.context import ToolContext
-from toolwire.tools.provider import ToolProvider
+from toolwire.tools.provider import AnyToolProvider, ToolProvider, as_provider
 from toolwire.tools.tool import Tool
 from toolwire.tools.toolbox import Toolbox
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "RunConflict"]
+
+
+class RunConflict(Exception):
+    """The run cannot be resumed: it is not waiting (already resumed, finished, unknown),
+    or a decision is missing. The message says which and what to do."""
 
 
 class Agent:
@@ -63,12 +79,16 @@ class Agent:
         settings: Passed to the model on every turn.
         runner: Run the tools through this runner (sharing its cache and policy with
             other users of it) instead of a new one built from `tools` and `policy`.
+        store: Where paused runs, their approvals and runs executing write or
+            destructive tools are kept, so `resume(run_id, ...)` works after a restart
+            and from another process. Without one, resume from `RunResult.state`.
+        approval_ttl: Seconds a pending approval stays valid (stored runs).
     """
 
     def __init__(
         self,
         model: Model,
-        tools: ToolProvider | Sequence[Callable[..., Any] | Tool | ToolProvider],
+        tools: AnyToolProvider | Sequence[Callable[..., Any] | Tool | AnyToolProvider],
         *,
         instructions: str | None = None,
         max_iterations: int = 5,
@@ -76,12 +96,15 @@ class Agent:
         approver: Approver | None = None,
         settings: ModelSettings | None = None,
         runner: ToolRunner | None = None,
+        store: Store | None = None,
+        approval_ttl: float = 3600.0,
     ) -> None:
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be at least 1, not {max_iterations}.")
         self.model = model
+        # A list becomes a Toolbox; a provider (either shape) is used as it is, adapted.
         self.provider: ToolProvider = (
-            tools if isinstance(tools, ToolProvider) else Toolbox(list(tools))
+            Toolbox(tools) if isinstance(tools, Sequence) else as_provider(tools)
         )
         self.instructions = instructions
         self.max_iterations = max_iterations
@@ -89,7 +112,9 @@ class Agent:
         self.settings = settings
         if runner is not None and policy is not None:
             raise ValueError("Give either runner= or policy=, not both: the runner has a policy.")
-        self.runner = runner or ToolRunner(self.provider, policy=policy or Policy())
+        self.runner = runner or ToolRunner(self.provider, policy=policy or Policy(), audit=store)
+        self.store = store
+        self.approval_ttl = approval_ttl
 
     async def run(
         self,
@@ -132,6 +157,8 @@ class Agent:
         stream: bool = True,
         settings: ModelSettings | None = None,
         client_tools: Sequence[Tool] = (),
+        model_id: str | None = None,
+        unknown_calls_to_client: bool = False,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run the loop, yielding events as they happen and exactly one `Done` last.
 
@@ -152,26 +179,137 @@ class Agent:
                 turn's other calls run as usual and the run ends with status
                 `"client_tool_calls"`; `RunResult.client_calls` lists the calls to run, and
                 `messages` ends with their assistant message, ready for their results.
+            model_id: The name the run is listed under in the store (a gateway's public
+                model id); the model's own name by default.
+            unknown_calls_to_client: Hand calls to tools the agent does not have back to
+                the caller as client calls instead of answering them `unknown_tool` (the
+                caller owns every tool it did not give the agent).
         """
-        state = _RunState(
-            messages=self._start(input),
-            ctx=ctx if ctx is not None else ToolContext(run_id=uuid.uuid4().hex),
-            settings=settings if settings is not None else self.settings,
-            client_tools=tuple(client_tools),
+        ctx = ctx if ctx is not None else ToolContext()
+        if ctx.run_id is None:
+            ctx.run_id = "run_" + uuid.uuid4().hex
+        run = _Run(
+            state=RunState(
+                run_id=ctx.run_id,
+                status="completed",
+                output="",
+                messages=self._start(input),
+                client_tools=list(client_tools),
+                settings=settings if settings is not None else self.settings,
+                unknown_calls_to_client=unknown_calls_to_client,
+            ),
+            ctx=ctx,
+            journal=self._journal(ctx, model_id),
         )
+        async for event in self._drive(run, self._loop(run, stream)):
+            yield event
+
+    async def resume(
+        self,
+        run: str | RunState | RunResult,
+        decisions: Mapping[str, Decision] | None = None,
+        ctx: ToolContext | None = None,
+        *,
+        stream: bool = False,
+    ) -> RunResult:
+        """Continue a run that stopped with `awaiting_approval`, once people decided.
+
+        Approved calls run exactly once, with exactly the arguments that were approved;
+        denied ones reach the model as `denied` results; then the loop goes on (with a
+        fresh `max_iterations` budget) until the model answers or pauses again.
+
+        Args:
+            run: The run's id (needs the agent's `store`), its `RunState`, or the
+                `RunResult` it ended with.
+            decisions: Per approval id (or tool-call id): `True` / `"approve"`, `False` /
+                `"deny"`, or an `ApprovalDecision` with a reason. With a store, approvals
+                decided there (the gateway's approval API) need no entry here.
+            ctx: Who resumes (scopes, token for HTTP tools); a fresh context by default.
+            stream: Ask the model to stream its turns.
+
+        Raises:
+            RunConflict: The run is not waiting for approvals (already resumed or
+                finished, unknown), or an approval has no decision yet.
+            ModelError: The model endpoint failed.
+        """
+        done: Done | None = None
+        async for event in self.resume_stream(run, decisions, ctx, stream=stream):
+            if isinstance(event, Done):
+                done = event
+        assert done is not None
+        if done.exception is not None:
+            raise done.exception
+        return done.result
+
+    async def resume_stream(
+        self,
+        run: str | RunState | RunResult,
+        decisions: Mapping[str, Decision] | None = None,
+        ctx: ToolContext | None = None,
+        *,
+        stream: bool = True,
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """`resume` as a stream of events (the approved calls' results first), ending
+        with exactly one `Done`.
+
+        Raises:
+            RunConflict: Before the first event, as in `resume`.
+        """
+        state, record = await self._claim(run)
+        ctx = ctx if ctx is not None else ToolContext()
+        ctx.run_id = state.run_id
+        journal = self._journal(ctx, record.model if record is not None else None)
+        if journal is not None and record is not None:
+            # The run keeps its owner, model and start time whoever resumes it.
+            journal.owner, journal.created_at = record.owner, record.created_at
+            journal.written = True
+            journal.hold(state)
         try:
-            async with contextlib.aclosing(self._loop(state, stream)) as events:
-                async for event in events:
+            resolved = await self._resolve(state, decisions or {})
+        except BaseException:
+            if journal is not None and journal.written:
+                # Give the run back: nothing ran, it still waits for its decisions.
+                await journal.paused_again(state)
+            raise
+        active = _Run(state=state, ctx=ctx, journal=journal, first_step=len(state.steps))
+        async for event in self._drive(active, self._continue(active, resolved, stream)):
+            yield event
+
+    def _journal(self, ctx: ToolContext, model_id: str | None) -> RunJournal | None:
+        if self.store is None:
+            return None
+        return RunJournal(
+            self.store,
+            owner=ctx.principal,
+            model=model_id or self.model.name,
+            approval_ttl=self.approval_ttl,
+        )
+
+    async def _drive(
+        self, run: _Run, events: AsyncGenerator[AgentEvent, None]
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Yield a loop's events and then exactly one `Done`, after committing the run."""
+        state = run.state
+        try:
+            async with contextlib.aclosing(events) as loop_events:
+                async for event in loop_events:
                     yield event
+            if run.journal is not None:
+                if state.status == "awaiting_approval":
+                    await run.journal.paused(state)
+                else:
+                    await run.journal.finished(state)
         except Exception as exc:  # the contract: the stream ends with Done, never raises
-            yield Done(
-                result=state.finish("error", _one_line(exc)),
-                error=_one_line(exc),
-                exception=exc,
-            )
+            state.status, state.output = "error", _one_line(exc)
+            if run.journal is not None and run.journal.written:
+                with contextlib.suppress(Exception):
+                    await run.journal.finished(state)
+            yield Done(result=run.result(), error=_one_line(exc), exception=exc)
             return
-        assert state.result is not None
-        yield Done(result=state.result)
+        finally:
+            if run.journal is not None:
+                run.journal.release()
+        yield Done(result=run.result())
 
     def _start(self, input: str | Sequence[Message]) -> list[Message]:
         messages: list[Message] = (
@@ -181,7 +319,7 @@ class Agent:
             messages.insert(0, SystemMessage(content=self.instructions))
         return messages
 
-    async def _loop(self, state: _RunState, stream: bool) -> AsyncGenerator[AgentEvent, None]:
+    async def _tools(self, state: RunState) -> tuple[list[Tool], dict[str, Tool], set[str]]:
         server_tools = await self.runner.list_tools()
         by_name = {t.name: t for t in server_tools}
         client_names = {t.name for t in state.client_tools}
@@ -191,7 +329,11 @@ class Agent:
                 f"Client tool(s) {', '.join(sorted(clash))} have the same name as the agent's "
                 "own tools; rename them."
             )
-        tools = [*server_tools, *state.client_tools]
+        return [*server_tools, *state.client_tools], by_name, client_names
+
+    async def _loop(self, run: _Run, stream: bool) -> AsyncGenerator[AgentEvent, None]:
+        state = run.state
+        tools, by_name, client_names = await self._tools(state)
         settings = state.settings
         for _ in range(self.max_iterations):
             response: ModelResponse | None = None
@@ -216,66 +358,224 @@ class Agent:
             message = response.message
             if not message.tool_calls:
                 state.messages.append(message)
-                state.finish("completed", message.content or "")
+                state.status, state.output = "completed", message.content or ""
                 return
 
             if settings is not None and settings.tool_choice not in (None, "auto", "none"):
                 # A forced choice would force a call on every turn: the loop could never end.
                 settings = replace(settings, tool_choice="auto")
+                state.settings = settings
             all_calls, stored = _prepare_calls(message.tool_calls)
             state.messages.append(replace(message, tool_calls=stored))
-            client_calls = [c for c in all_calls if c.name in client_names]
-            calls = [c for c in all_calls if c.name not in client_names]
+            foreign = state.unknown_calls_to_client
+            client_calls = [
+                c
+                for c in all_calls
+                if c.name in client_names or (foreign and c.name not in by_name)
+            ]
+            calls = [c for c in all_calls if c not in client_calls]
             for call in calls:
                 yield ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments)
+            approvals: dict[str, PendingApproval] = {}
             if calls:
-                run_events = self._run_tools(calls, by_name, state.ctx)
-                async with contextlib.aclosing(run_events) as run:
-                    async for event in run:
-                        if isinstance(event, list):
-                            step.tool_results = event
-                        else:
-                            yield event
+                changes = run.journal is not None and any(
+                    (tool := by_name.get(c.name)) is not None and tool.effects != "read"
+                    for c in calls
+                )
+                async with _guard(run, state) if changes else contextlib.nullcontext():
+                    run_events = self._run_tools(calls, by_name, run.ctx, approvals)
+                    async with contextlib.aclosing(run_events) as tool_events:
+                        async for event in tool_events:
+                            if isinstance(event, list):
+                                step.tool_results = event
+                            else:
+                                yield event
 
-            pending = []
+            pending: list[ToolCall] = []
             for call, result in zip(calls, step.tool_results, strict=True):
                 yield ToolCallResult(result=result)
                 if result.error is not None and result.error.code == "awaiting_approval":
                     pending.append(call)
                     continue
-                state.messages.append(
-                    ToolMessage(
-                        call_id=result.call_id or call.id,
-                        name=call.name,
-                        content=result.to_model_text(),
-                        is_error=not result.success,
-                    )
-                )
+                state.messages.append(_tool_message(call, result))
+            state.pending_calls = pending
+            state.approvals = [approvals[c.id] for c in pending if c.id in approvals]
             if client_calls:
                 state.client_calls = client_calls
-                state.pending = pending
                 names = ", ".join(sorted({c.name for c in client_calls}))
-                state.finish(
-                    "client_tool_calls",
+                state.status = "client_tool_calls"
+                state.output = (
                     f"The model called the caller's tool(s) {names}; "
-                    "send their results to continue.",
+                    "send their results to continue."
                 )
                 return
             if pending:
-                state.pending = pending
                 names = ", ".join(sorted({c.name for c in pending}))
-                state.finish(
-                    "awaiting_approval",
-                    f"Waiting for approval to run {names} ({len(pending)} call(s) pending).",
+                state.status = "awaiting_approval"
+                state.output = (
+                    f"Waiting for approval to run {names} ({len(pending)} call(s) pending)."
                 )
                 return
 
         n = self.max_iterations
-        state.finish(
-            "max_iterations",
+        state.status = "max_iterations"
+        state.output = (
             f"Stopped after {n} iteration(s) without a final answer: the model was still "
-            f"calling tools (max_iterations={n}). The tool results so far are in the messages.",
+            f"calling tools (max_iterations={n}). The tool results so far are in the messages."
         )
+
+    async def _claim(self, run: str | RunState | RunResult) -> tuple[RunState, RunRecord | None]:
+        """The state to resume; a stored run is taken (compare-and-set) so that only one
+        resume of it ever proceeds."""
+        if isinstance(run, RunResult):
+            if run.state is None:
+                raise RunConflict(
+                    f"Run {run.run_id!r} ended with status {run.status!r}; only a run "
+                    "waiting for approvals can be resumed."
+                )
+            run = run.state
+        if isinstance(run, RunState):
+            if run.status != "awaiting_approval":
+                raise RunConflict(
+                    f"Run {run.run_id!r} has status {run.status!r}; only a run waiting "
+                    "for approvals can be resumed."
+                )
+            return RunState.from_json(run.to_json()), None
+        if self.store is None:
+            raise RunConflict(
+                "Resuming by run id needs a store: create the Agent with store=..., or "
+                "pass the RunResult (or its state) instead."
+            )
+        record = await self.store.get_run(run)
+        if record is None:
+            raise RunConflict(f"Run {run!r} does not exist (or has expired).")
+        if record.status != "awaiting_approval":
+            raise RunConflict(
+                f"Run {run!r} has status {record.status!r}; only a run waiting for "
+                "approvals can be resumed (was it resumed already?)."
+            )
+        state = RunState.from_json(record.state)
+        taken = replace(
+            record,
+            status="running",
+            updated_at=time.time(),
+            lease_until=time.time() + LEASE_SECONDS,
+            holder=HOLDER,
+        )
+        if not await self.store.transition_run(run, expect=("awaiting_approval",), run=taken):
+            raise RunConflict(f"Run {run!r} is being resumed by another request.")
+        return state, record
+
+    async def _resolve(
+        self, state: RunState, decisions: Mapping[str, Decision]
+    ) -> list[tuple[ToolCall, PendingApproval, ApprovalDecision]]:
+        """Each pending call with its approval and decision; raises `RunConflict` when one
+        has none."""
+        by_call = {a.call_id: a for a in state.approvals}
+        out: list[tuple[ToolCall, PendingApproval, ApprovalDecision]] = []
+        undecided: list[str] = []
+        now = time.time()
+        for call in state.pending_calls:
+            approval = by_call.get(call.id)
+            if approval is None:
+                raise RunConflict(f"Run {state.run_id!r} has no approval for call {call.id!r}.")
+            given = decisions.get(approval.id, decisions.get(call.id))
+            decision = decision_of(given) if given is not None else None
+            if self.store is not None:
+                record = await self.store.get_approval(approval.id)
+                if record is not None:
+                    decision = await self._settle(record, decision, now)
+            if decision is None:
+                undecided.append(approval.id)
+                continue
+            out.append((call, approval, decision))
+        if undecided:
+            raise RunConflict(
+                f"Run {state.run_id!r} still waits for a decision on approval(s) "
+                f"{', '.join(undecided)}; approve or deny them first."
+            )
+        return out
+
+    async def _settle(
+        self, record: ApprovalRecord, given: ApprovalDecision | None, now: float
+    ) -> ApprovalDecision | None:
+        """Reconcile a stored approval with a decision passed to `resume`: the stored
+        record is the truth, and an approval is used exactly once."""
+        assert self.store is not None
+        status = record.effective_status(now)
+        if status == "pending" and given is not None:
+            decided = replace(
+                record,
+                status="approved" if given.approve else "denied",
+                decided_by=given.decided_by,
+                decided_at=given.decided_at or now,
+                decision_reason=given.reason,
+            )
+            if not await self.store.update_approval(decided, expect=("pending",)):
+                raise StoreConflict(f"Approval {record.id} was decided by someone else meanwhile.")
+            record, status = decided, decided.status
+        if status == "approved":
+            used = replace(record, status="used", used_at=now)
+            if not await self.store.update_approval(used, expect=("approved",)):
+                return ApprovalDecision(approve=False, reason="the approval was already used")
+            return ApprovalDecision(
+                approve=True, decided_by=record.decided_by, decided_at=record.decided_at
+            )
+        if status == "denied":
+            return ApprovalDecision(
+                approve=False,
+                reason=record.decision_reason,
+                decided_by=record.decided_by,
+                decided_at=record.decided_at,
+            )
+        if status == "expired":
+            return ApprovalDecision(approve=False, reason="the approval expired before a decision")
+        if status == "used":
+            return ApprovalDecision(approve=False, reason="the approval was already used")
+        return None
+
+    async def _continue(
+        self,
+        run: _Run,
+        resolved: list[tuple[ToolCall, PendingApproval, ApprovalDecision]],
+        stream: bool,
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Run (or deny) the decided calls, then go on with the loop."""
+        state = run.state
+        results: dict[str, ToolResult] = {}
+        approved = [(c, a, d) for c, a, d in resolved if d.approve]
+        changes = run.journal is not None and bool(approved)
+        async with _guard(run, state) if changes else contextlib.nullcontext():
+            for call, approval, decision in resolved:
+                if decision.approve:
+                    grant = Grant(
+                        approval_id=approval.id,
+                        approved_by=decision.decided_by,
+                        approved_at=decision.decided_at,
+                    )
+                    results[call.id] = await self.runner.exec(
+                        call, run.ctx, approver=_exact(approval), grant=grant
+                    )
+                else:
+                    results[call.id] = ToolResult.fail(
+                        call.id,
+                        call.name,
+                        "denied",
+                        _denied_message(call.name, decision.reason),
+                    )
+        for call, _approval, _decision in resolved:
+            result = results[call.id]
+            yield ToolCallResult(result=result)
+            state.messages.append(_tool_message(call, result))
+        if state.steps:
+            last = state.steps[-1]
+            last.tool_results = [results.get(r.call_id, r) for r in last.tool_results]
+        state.pending_calls, state.approvals = [], []
+        if state.client_calls:
+            state.status = "client_tool_calls"
+            return
+        async for event in self._loop(run, stream):
+            yield event
 
     async def _stream_turn(
         self, messages: list[Message], tools: list[Tool], settings: ModelSettings | None
@@ -304,18 +604,28 @@ class Agent:
         yield response
 
     async def _run_tools(
-        self, calls: list[ToolCall], by_name: dict[str, Tool], ctx: ToolContext
+        self,
+        calls: list[ToolCall],
+        by_name: dict[str, Tool],
+        ctx: ToolContext,
+        approvals: dict[str, PendingApproval],
     ) -> AsyncGenerator[AgentEvent | list[ToolResult], None]:
-        """Run one turn's calls, yielding `ApprovalRequired` events, then the results."""
+        """Run one turn's calls, yielding `ApprovalRequired` events, then the results.
+
+        Every call that needs approval gets a `PendingApproval` in `approvals` (keyed by
+        call id), bound to the validated arguments the runner would execute.
+        """
         queue: asyncio.Queue[tuple[ApprovalRequired, asyncio.Future[None]] | None]
         queue = asyncio.Queue()
         user_approver = self.approver
 
         async def approver(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool | None:
+            pending = _pending(call, tool)
+            approvals[call.id] = pending
             # Hand the event to the stream and wait until the consumer has taken it, so
             # whoever reads the stream learns about the request before anyone answers it.
             seen: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            queue.put_nowait((ApprovalRequired(call=call, tool=tool), seen))
+            queue.put_nowait((ApprovalRequired(call=call, tool=tool, approval=pending), seen))
             await seen
             if user_approver is None:
                 return None
@@ -347,28 +657,82 @@ class Agent:
 
 
 @dataclass(slots=True, kw_only=True)
-class _RunState:
-    messages: list[Message]
-    ctx: ToolContext
-    steps: list[Step] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    settings: ModelSettings | None = None
-    client_tools: tuple[Tool, ...] = ()
-    pending: list[ToolCall] = field(default_factory=list)
-    client_calls: list[ToolCall] = field(default_factory=list)
-    result: RunResult | None = None
+class _Run:
+    """A run in progress: its state, who runs it, and where it is journaled."""
 
-    def finish(self, status: RunStatus, output: str) -> RunResult:
-        self.result = RunResult(
-            output=output,
-            messages=self.messages,
-            steps=self.steps,
-            status=status,
-            usage=self.usage,
-            pending_approvals=self.pending,
-            client_calls=self.client_calls,
+    state: RunState
+    ctx: ToolContext
+    journal: RunJournal | None = None
+    first_step: int = 0
+
+    def result(self) -> RunResult:
+        state = self.state
+        paused = state.status in ("awaiting_approval", "client_tool_calls")
+        return RunResult(
+            output=state.output,
+            messages=state.messages,
+            steps=state.steps,
+            status=state.status,
+            usage=state.usage,
+            pending_approvals=list(state.pending_calls),
+            client_calls=list(state.client_calls),
+            run_id=state.run_id,
+            approvals=list(state.approvals),
+            first_step=self.first_step,
+            state=RunState.from_json(state.to_json()) if paused else None,
         )
-        return self.result
+
+
+def _pending(call: ToolCall, tool: Tool) -> PendingApproval:
+    arguments = orjson.loads(call.arguments)
+    return PendingApproval(
+        id="apr_" + uuid.uuid4().hex,
+        call_id=call.id,
+        tool=tool.name,
+        arguments=canonical_json(arguments),
+        arguments_hash=arguments_hash(arguments),
+        reason=f"{tool.name!r} is a {tool.effects} tool: a person must approve this call.",
+        effects=tool.effects,
+        approver=tool.approver,
+    )
+
+
+def _exact(approval: PendingApproval) -> Approver:
+    """An approver that approves exactly the approved call with the approved arguments."""
+
+    async def approve(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool | None:
+        return (
+            call.id == approval.call_id
+            and tool.name == approval.tool
+            and arguments_hash(orjson.loads(call.arguments)) == approval.arguments_hash
+        )
+
+    return approve
+
+
+def _denied_message(name: str, reason: str | None) -> str:
+    why = f" ({reason})" if reason else ""
+    return (
+        f"The user denied running tool {name!r}{why}. Do not call it again with the same "
+        "arguments; continue without it or ask the user what to do instead."
+    )
+
+
+def _tool_message(call: ToolCall, result: ToolResult) -> ToolMessage:
+    return ToolMessage(
+        call_id=result.call_id or call.id,
+        name=call.name,
+        content=result.to_model_text(),
+        is_error=not result.success,
+    )
+
+
+@contextlib.asynccontextmanager
+async def _guard(run: _Run, state: RunState) -> AsyncIterator[None]:
+    """Write the run as `running` before write/destructive tools execute."""
+    assert run.journal is not None
+    await run.journal.executing(state)
+    yield
 
 
 def _prepare_calls(calls: Sequence[ToolCall]) -> tuple[list[ToolCall], tuple[ToolCall, ...]]:

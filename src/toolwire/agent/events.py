@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from toolwire.agent.result import RunResult
+from toolwire.agent.result import PendingApproval, RunResult
 from toolwire.tools.call import ToolCall, ToolResult
 from toolwire.tools.tool import Tool
 
@@ -64,7 +64,10 @@ class ApprovalRequired:
     """A tool call needs approval; emitted before the approver is asked."""
 
     call: ToolCall
+    """The call with its validated arguments (what runs if approved)."""
     tool: Tool
+    approval: PendingApproval | None = None
+    """The approval to decide (its id binds the decision to this exact call)."""
     type: Literal["approval_required"] = "approval_required"
 
 

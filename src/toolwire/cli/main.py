@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from toolwire.cli import chat_cmd, parse_cmd, serve_cmd, tools_cmd
+from toolwire.cli import (
+    approvals_cmd,
+    audit_cmd,
+    chat_cmd,
+    parse_cmd,
+    runs_cmd,
+    serve_cmd,
+    tools_cmd,
+)
 
 __all__ = ["app", "main"]
 
@@ -54,6 +62,9 @@ app.add_typer(tools_cmd.app, name="tools")
 app.command("parse")(parse_cmd.parse)
 app.command("serve")(serve_cmd.serve)
 app.command("check")(serve_cmd.check)
+app.add_typer(approvals_cmd.app, name="approvals")
+app.add_typer(runs_cmd.app, name="runs")
+app.command("audit")(audit_cmd.audit)
 
 
 def main() -> None:

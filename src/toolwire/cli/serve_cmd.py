@@ -6,6 +6,7 @@ starts in well under a second.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from pathlib import Path
@@ -19,6 +20,7 @@ from toolwire.cli._common import exit_with, stderr_console
 
 if TYPE_CHECKING:
     from toolwire.server import ConfigDocument, ConfigProblem, GatewayConfig
+    from toolwire.store import Store
 
 __all__ = ["check", "default_config", "serve"]
 
@@ -93,9 +95,14 @@ def serve(
             "Choose another --port or stop what is using it.",
             code=1,
         ) from None
+    gateway = app.state.gateway
+    problem = _check_store(gateway.store)
+    if problem is not None:
+        sock.close()
+        raise exit_with(problem, code=1)
     bound_host, bound_port = sock.getsockname()[:2]
-    tool_names = [t.name for t in app.state.gateway.tools.provider.tools]
-    _print_banner(settings, str(bound_host), int(bound_port), config, tool_names)
+    tool_names = [t.name for t in gateway.tools.provider.tools]
+    _print_banner(settings, str(bound_host), int(bound_port), config, tool_names, gateway.store)
 
     import uvicorn
 
@@ -105,6 +112,35 @@ def serve(
         uvicorn.Config(app, log_level=level, lifespan="on", access_log=access_log)
     )
     server.run(sockets=[sock])
+
+
+def _check_store(store: Store) -> str | None:
+    """Open (create, migrate) the store once before serving: a store that cannot be
+    opened stops the start with one line, not a traceback on the first request."""
+    from toolwire.store import StoreError
+
+    async def probe() -> None:
+        await store.open()
+        await store.aclose()
+
+    try:
+        asyncio.run(probe())
+    except StoreError as exc:
+        return f"Cannot open the store {store.url}: {exc}"
+    return None
+
+
+def _print_store(console: Console, store: Store) -> None:
+    if not store.durable:
+        console.print(
+            Text(
+                f"  store: {store.url} — for tests and demos only: runs, approvals and the "
+                "audit log are lost when the gateway stops.",
+                style="yellow",
+            )
+        )
+    else:
+        console.print(f"  store: {store.url}")
 
 
 def _log_to_stderr(level: str) -> None:
@@ -217,7 +253,12 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _print_banner(
-    config: GatewayConfig, host: str, port: int, source: Path | None, tools: list[str]
+    config: GatewayConfig,
+    host: str,
+    port: int,
+    source: Path | None,
+    tools: list[str],
+    store: Store,
 ) -> None:
     display = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     if ":" in display:
@@ -233,6 +274,7 @@ def _print_banner(
         f"  upstream: {config.upstream.kind}; models: {', '.join(config.upstream.routes())}"
     )
     console.print(f"  server tools: {', '.join(tools) or 'none'}")
+    _print_store(console, store)
     if config.upstream.kind == "offline":
         console.print(
             Text(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import getpass
 import sys
+import uuid
 from typing import Annotated, Any
 
 import orjson
@@ -17,6 +19,7 @@ from rich.text import Text
 from toolwire.cli._common import TOOLS_OPTION_HELP, CliError, exit_with, load_tools
 from toolwire.cli.chat_cmd import console_approver
 from toolwire.runner import Policy, ToolRunner
+from toolwire.store import StoreError, default_store_url, open_store
 from toolwire.tools import Tool, ToolCall, ToolContext, ToolProvider, ToolResult, new_call_id
 
 __all__ = ["app"]
@@ -47,7 +50,7 @@ def list_tools(tools: ToolsOption = None, as_json: JsonOption = False) -> None:
             title.append(f"  scopes: {', '.join(t.scopes)}", style="dim")
         body = Group(
             Text(t.description or "(no description)"),
-            JSON.from_data(t.parameters, indent=2),
+            JSON.from_data(t.input_schema, indent=2),
         )
         console.print(Panel(body, title=title, title_align="left", expand=False))
 
@@ -63,14 +66,33 @@ def call_tool(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Run a destructive tool without asking.")
     ] = False,
+    audit: Annotated[
+        bool,
+        typer.Option(
+            "--audit/--no-audit",
+            help="Record the call in the audit log of the store ($TOOLWIRE_STORE, else the "
+            "SQLite file in the user's state directory).",
+        ),
+    ] = True,
 ) -> None:
     """Run one tool through the runner (validation, approval, timeout, redaction) and print
     its ToolResult. Exits with status 1 when the result is an error."""
     provider = _load(tools)
     console = Console(highlight=False)
-    result = asyncio.run(_call(provider, name, arguments, console, yes=yes))
+    try:
+        result = asyncio.run(_call(provider, name, arguments, console, yes=yes, audit=audit))
+    except StoreError as exc:
+        raise exit_with(
+            f"The audit log cannot be written ({exc}); the tool was not run. Fix the store "
+            "or pass --no-audit.",
+            code=1,
+        ) from None
     if as_json:
-        _write_json(dataclasses.asdict(result))
+        data = dataclasses.asdict(result)
+        if result.error is not None:
+            # The error reads as its message in Python; in JSON it keeps its code too.
+            data["error"] = {"code": result.error.code, "message": result.error.message}
+        _write_json(data)
     else:
         _print_result(console, result)
     if not result.success:
@@ -78,16 +100,37 @@ def call_tool(
 
 
 async def _call(
-    provider: ToolProvider, name: str, arguments: str, console: Console, *, yes: bool
+    provider: ToolProvider,
+    name: str,
+    arguments: str,
+    console: Console,
+    *,
+    yes: bool,
+    audit: bool,
 ) -> ToolResult:
-    runner = ToolRunner(
-        provider,
-        policy=Policy(approval="auto" if yes else "ask"),
-        approver=console_approver(console, _read_answer),
-    )
-    return await runner.exec(
-        ToolCall(id=new_call_id(), name=name, arguments=arguments), ToolContext()
-    )
+    store = open_store(default_store_url()) if audit else None
+    if store is not None:
+        await store.open()
+    try:
+        runner = ToolRunner(
+            provider,
+            policy=Policy(approval="auto" if yes else "ask"),
+            approver=console_approver(console, _read_answer),
+            audit=store,
+        )
+        ctx = ToolContext(principal=_local_user(), run_id="cli_" + uuid.uuid4().hex)
+        return await runner.exec(ToolCall(id=new_call_id(), name=name, arguments=arguments), ctx)
+    finally:
+        if store is not None:
+            await store.aclose()
+
+
+def _local_user() -> str | None:
+    # Who ran it, for the audit log: the local account name.
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
 
 
 def _read_answer(prompt: str) -> str:
@@ -130,7 +173,7 @@ def _describe(t: Tool) -> dict[str, Any]:
         "name": t.name,
         "description": t.description,
         "effects": t.effects,
-        "parameters": t.parameters,
+        "parameters": t.input_schema,
         "scopes": list(t.scopes),
     }
 

@@ -161,7 +161,7 @@ _EXPRESSION_BOOST = 4.0
 
 
 def _profile(tool: Tool) -> _Profile:
-    props = tool.parameters.get("properties") or {}
+    props = tool.input_schema.get("properties") or {}
     param_words: set[str] = set()
     param_text: list[str] = []
     for pname, pschema in props.items():

@@ -147,7 +147,7 @@ def _plan_calls(
 ) -> list[tuple[str, dict[str, Any]]]:
     if not tools or not request.strip():
         if force and tools:
-            return [(tools[0].name, fill_arguments(tools[0].parameters, request, request))]
+            return [(tools[0].name, fill_arguments(tools[0].input_schema, request, request))]
         return []
     # Each clause that matches a tool owns the text up to the next matching clause, so
     # "add 3 and 5" keeps its "5" although "and" starts a new clause.
@@ -161,13 +161,15 @@ def _plan_calls(
         begin = 0 if i == 0 else start
         end = matched[i + 1][0] if i + 1 < len(matched) else len(request)
         text = request[begin:end]
-        call = (match.tool.name, fill_arguments(match.tool.parameters, text, request))
+        call = (match.tool.name, fill_arguments(match.tool.input_schema, text, request))
         if call not in calls:
             calls.append(call)
     if not calls:
         match = best_tool(request, tools, force=force)
         if match is not None:
-            calls.append((match.tool.name, fill_arguments(match.tool.parameters, request, request)))
+            calls.append(
+                (match.tool.name, fill_arguments(match.tool.input_schema, request, request))
+            )
     return calls
 
 

@@ -1,4 +1,19 @@
-"""Redaction: only the result fields a tool declares may reach the model."""
+"""Redaction: only the result fields a tool declares may reach the model.
+
+What an allowlist means for each result shape:
+
+- an object (a dict, or a pydantic model / dataclass / mapping turned into one): only the
+  listed top-level keys are kept;
+- a list: the rule applies to each item (so each object in it is filtered, at any depth
+  of nested lists);
+- text or a scalar (string, number, boolean, null): there are no fields to filter, so it
+  passes unchanged. Declaring an allowlist, even `allow=[]`, is the tool author's
+  statement that the tool's output was reviewed for the model.
+
+A tool with no allowlist (neither `allow=` nor a declared result type) passes its result
+unchanged, unless `Policy(require_allowlist=True)`: then it is an error whatever it
+returns (the runner refuses such a tool before running it).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +23,23 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["RedactionError", "redact", "to_plain"]
+__all__ = ["RedactionError", "missing_allowlist", "redact", "to_plain"]
 
 _PLAIN = frozenset({str, int, float, bool, type(None), list, dict})
 
 
 class RedactionError(Exception):
     """A result cannot be shown to the model under the policy; the message says why."""
+
+
+def missing_allowlist(tool_name: str) -> str:
+    """The developer's message for a tool without an allowlist under a strict policy."""
+    return (
+        f"Tool {tool_name!r} has no result allowlist, which Policy(require_allowlist=True) "
+        "requires for every result, text included. Pass allow=[...] listing the fields the "
+        "model may see (allow=[] for a tool that returns text or a number), or declare a "
+        "return type (a pydantic model, TypedDict or dataclass)."
+    )
 
 
 def to_plain(value: Any) -> Any:
@@ -52,37 +77,27 @@ def redact(
     allowed: frozenset[str] | None,
     require_allowlist: bool,
 ) -> Any:
-    """Keep only the `allowed` keys of a dict result (or of each dict in a list result).
+    """Apply the tool's allowlist to its result (see the module's docstring per shape).
 
     Args:
         value: The tool's result, already passed through `to_plain`.
         tool_name: Used in the error message.
         allowed: The tool's result allowlist; `None` when it has none.
-        require_allowlist: Refuse dict results when there is no allowlist.
+        require_allowlist: Refuse every result of a tool without an allowlist.
 
     Raises:
-        RedactionError: A dict result without an allowlist under `require_allowlist`.
+        RedactionError: No allowlist under `require_allowlist`, whatever the result.
     """
     if allowed is None:
-        if require_allowlist and _has_dict(value):
-            raise RedactionError(
-                f"Tool {tool_name!r} returned an untyped dict and has no allow=[...]; "
-                "declare a return type (a pydantic model, TypedDict or dataclass) or pass "
-                "allow=[...] listing the fields the model may see."
-            )
+        if require_allowlist:
+            raise RedactionError(missing_allowlist(tool_name))
         return value
+    return _apply(value, allowed)
+
+
+def _apply(value: Any, allowed: frozenset[str]) -> Any:
     if type(value) is dict:
-        return _filter(value, allowed)
+        return {k: v for k, v in value.items() if k in allowed}
     if type(value) is list:
-        return [_filter(v, allowed) if type(v) is dict else v for v in value]
-    return value
-
-
-def _filter(value: dict[str, Any], allowed: frozenset[str]) -> dict[str, Any]:
-    return {k: v for k, v in value.items() if k in allowed}
-
-
-def _has_dict(value: Any) -> bool:
-    if type(value) is dict:
-        return True
-    return type(value) is list and any(isinstance(v, dict) for v in value)
+        return [_apply(v, allowed) for v in value]
+    return value  # text or a scalar: nothing to filter

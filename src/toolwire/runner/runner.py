@@ -21,9 +21,11 @@ from pydantic import BaseModel
 
 from toolwire.runner.approvals import decide
 from toolwire.runner.arguments import ArgumentError, ArgumentSpec
+from toolwire.runner.audit import AuditLog, Grant, audit_record
 from toolwire.runner.cache import MemoryResultCache, ResultCache, cache_key
 from toolwire.runner.policy import Approver, Policy
-from toolwire.runner.redaction import RedactionError, redact, to_plain
+from toolwire.runner.redaction import RedactionError, missing_allowlist, redact, to_plain
+from toolwire.store.base import StoreError
 from toolwire.tools import (
     ErrorCode,
     Tool,
@@ -36,6 +38,7 @@ from toolwire.tools import (
     ToolProvider,
     ToolResult,
 )
+from toolwire.tools.provider import AnyToolProvider, as_provider
 
 __all__ = ["ToolRunner"]
 
@@ -43,6 +46,15 @@ logger = logging.getLogger("toolwire.runner")
 
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 _DUMP_OPTIONS: Final = orjson.OPT_NON_STR_KEYS
+
+
+@dataclass(slots=True)
+class _Trace:
+    """What one call resolved to, for its audit record."""
+
+    grant: Grant | None = None
+    tool: Tool | None = None
+    arguments: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -60,21 +72,29 @@ class ToolRunner:
     """Runs tool calls from a model against a `ToolProvider`, safely.
 
     Args:
-        provider: Lists and executes the tools (a `Toolbox`, `MockTools`, ...).
+        provider: Lists and executes the tools (a `Toolbox`, `MockTools`, any object with
+            `list_tools` and `execute_tool`, with or without the context argument).
         policy: Limits and safety rules.
         approver: Decides on destructive calls when `policy.approval == "ask"`.
         cache: Where results of read tools with `cache_ttl` are kept (in memory by default).
+        audit: Where every call's audit record goes (a `Store`); none by default.
+
+    Raises:
+        ToolDefinitionError: The provider does not fit the protocol (see `as_provider`).
     """
 
     def __init__(
         self,
-        provider: ToolProvider,
+        provider: AnyToolProvider,
         *,
         policy: Policy | None = None,
         approver: Approver | None = None,
         cache: ResultCache | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
-        self.provider = provider
+        # Adapted once here: a seed-style `execute_tool(name, arguments)` gets no context.
+        self.provider: ToolProvider = as_provider(provider)
+        self.audit = audit
         self.policy = policy if policy is not None else Policy()
         self.approver = approver
         self.cache: ResultCache = cache if cache is not None else MemoryResultCache()
@@ -133,7 +153,12 @@ class ToolRunner:
     # --- execution ------------------------------------------------------------------------
 
     async def exec(
-        self, call: ToolCall, ctx: ToolContext | None = None, *, approver: Approver | None = None
+        self,
+        call: ToolCall,
+        ctx: ToolContext | None = None,
+        *,
+        approver: Approver | None = None,
+        grant: Grant | None = None,
     ) -> ToolResult:
         """Run one call and return its result; never raises for tool or argument problems.
 
@@ -141,14 +166,22 @@ class ToolRunner:
             call: The model's call; `arguments` is the raw JSON text.
             ctx: The caller's context (scopes, auth token, per-run retry budget).
             approver: Overrides the runner's approver for this call.
+            grant: The approval the call runs under (recorded in the audit log).
+
+        Raises:
+            StoreError: The audit log could not be written (the call did not run if it
+                would change something).
         """
         start = perf_counter()
         if ctx is None:
             ctx = ToolContext()
+        trace = _Trace(grant=grant)
         try:
             result = await self._exec(
-                call, ctx, approver if approver is not None else self.approver
+                call, ctx, approver if approver is not None else self.approver, trace
             )
+        except StoreError:
+            raise
         except Exception:
             logger.exception("Tool runner failed on call %s to %r", call.id, call.name)
             result = ToolResult.fail(
@@ -158,6 +191,12 @@ class ToolRunner:
                 f"Tool {call.name!r} failed: internal error in the tool runner.",
             )
         result.duration_ms = (perf_counter() - start) * 1000.0
+        if self.audit is not None:
+            await self.audit.append_audit(
+                audit_record(
+                    "finished", call, trace.tool, trace.arguments, ctx, result=result, grant=grant
+                )
+            )
         if logger.isEnabledFor(logging.DEBUG):
             outcome = "ok" if result.error is None else result.error.code
             logger.debug(
@@ -196,7 +235,7 @@ class ToolRunner:
         return list(await asyncio.gather(*(bounded(c) for c in calls)))
 
     async def _exec(
-        self, call: ToolCall, ctx: ToolContext, approver: Approver | None
+        self, call: ToolCall, ctx: ToolContext, approver: Approver | None, trace: _Trace
     ) -> ToolResult:
         policy = self.policy
         entries = self._entries
@@ -215,16 +254,28 @@ class ToolRunner:
                 )
             if entry is None:
                 return self._unknown(call)
-        tool = entry.tool
+        tool = trace.tool = entry.tool
         name = tool.name
+        if entry.allowed is None and policy.require_allowlist:
+            # Refused before it runs: its result could not be shown, whatever its shape, and
+            # a write tool's effect should not happen for a result nobody may see.
+            logger.warning("%s", missing_allowlist(name))
+            return ToolResult.fail(
+                call.id,
+                name,
+                "execution_error",
+                f"Tool {name!r} cannot be used here: it declares no result allowlist, which "
+                "this server's policy requires. Do not call it again; continue without it.",
+            )
         spec = entry.spec
         if spec is None:
-            spec = entry.spec = ArgumentSpec(name, tool.parameters)
+            spec = entry.spec = ArgumentSpec(name, tool.input_schema)
 
         try:
             args, repaired = spec.prepare(call.arguments, repair=policy.repair_arguments)
         except ArgumentError as exc:
             return self._invalid(call, ctx, exc.code, exc.message)
+        trace.arguments = args
 
         if entry.scopes and not entry.scopes <= ctx.scopes:
             missing = ", ".join(repr(s) for s in sorted(entry.scopes - ctx.scopes))
@@ -259,6 +310,11 @@ class ToolRunner:
                     call.id, name, orjson.loads(hit), repaired=repaired, cached=True
                 )
 
+        if self.audit is not None and tool.effects != "read":
+            # Committed before the side effect: after a crash the log shows it started.
+            await self.audit.append_audit(
+                audit_record("started", call, tool, args, ctx, grant=trace.grant)
+            )
         timeout = tool.timeout if tool.timeout is not None else policy.default_timeout
         deadline = asyncio.timeout(timeout)
         try:
@@ -288,9 +344,7 @@ class ToolRunner:
 
         if isinstance(out, ToolResult):
             if not out.success:
-                error = out.error or ToolErrorInfo(
-                    code="execution_error", message=f"Tool {name!r} failed."
-                )
+                error = _provider_error(out, name)
                 if error.code in ("invalid_arguments", "invalid_json"):
                     return self._invalid(call, ctx, error.code, error.message, repaired=repaired)
                 return ToolResult(
@@ -357,7 +411,7 @@ class ToolRunner:
 
     def _unknown(self, call: ToolCall) -> ToolResult:
         names = sorted((self._entries or {}).keys())
-        message = str(ToolNotFoundError(call.name, names))
+        message = str(ToolNotFoundError.unknown(call.name, names))
         close = difflib.get_close_matches(call.name, names, n=1)
         if close:
             message += f" Did you mean {close[0]!r}?"
@@ -398,6 +452,16 @@ class ToolRunner:
             f"Tool {name!r} failed: {type(exc).__name__}.",
             repaired=repaired,
         )
+
+
+def _provider_error(out: ToolResult, name: str) -> ToolErrorInfo:
+    """A provider's failed result as an error with a code, whatever it put in `error`."""
+    error: object = out.error
+    if isinstance(error, ToolErrorInfo) and error.strip():
+        return error
+    # A plain string (set after construction) is the provider's message to the model.
+    text = str(error).strip() if error is not None else ""
+    return ToolErrorInfo(text or f"Tool {name!r} failed.", code="execution_error")
 
 
 def _entry(tool: Tool) -> _Entry:

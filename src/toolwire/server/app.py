@@ -26,14 +26,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.server.auth import bearer_token
+from toolwire.server.caller import authenticate, gateway_of
 from toolwire.server.chat import ClientGone, chat_completions
+from toolwire.server.chat_agent import store_error
 from toolwire.server.chat_wire import result_json as _result_json
 from toolwire.server.config import GatewayConfig
 from toolwire.server.errors import GatewayError, error_body
 from toolwire.server.gateway import Gateway
 from toolwire.server.requests import read_json, validate_body
 from toolwire.server.responses import json_response
+from toolwire.server.routes import routes as run_routes
+from toolwire.store.base import StoreError
 from toolwire.tools import Tool, ToolCall, ToolContext, ToolResult, new_call_id
 
 __all__ = ["create_app"]
@@ -60,6 +63,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if gateway.server_tool_names:
+            # Open (and migrate) the store at startup, not on the first request.
+            await gateway.ready()
         try:
             yield
         finally:
@@ -73,6 +79,7 @@ def create_app(
             Route("/v1/models/{model:path}", _get_model, methods=["GET"]),
             Route("/v1/tools", _list_tools, methods=["GET"]),
             Route("/v1/tools/{name}/invoke", _invoke_tool, methods=["POST"]),
+            *run_routes,
         ],
         exception_handlers={
             GatewayError: _gateway_error,
@@ -89,35 +96,12 @@ def create_app(
 
 
 def _gateway(request: Request) -> Gateway:
-    gateway: Gateway = request.app.state.gateway
-    return gateway
+    return gateway_of(request)
 
 
 def _caller(request: Request) -> ToolContext:
     """Authenticate the request (when keys are configured) and build its `ToolContext`."""
-    gateway = _gateway(request)
-    token = bearer_token(request.headers.get("authorization"))
-    key = None
-    if gateway.keyring.enabled:
-        key = gateway.keyring.authenticate(token)
-        if key is None:
-            message = (
-                "Invalid gateway key."
-                if token is not None
-                else "Missing gateway key: send it as 'Authorization: Bearer <key>'."
-            )
-            raise GatewayError(
-                401,
-                message,
-                code="invalid_api_key",
-                headers={"WWW-Authenticate": 'Bearer realm="toolwire"'},
-            )
-    # The token HTTP tools may forward: the caller's own, sent apart from the gateway key
-    # when there is one; the gateway key itself is never passed on.
-    forwarded = bearer_token(request.headers.get("x-forwarded-authorization"))
-    if forwarded is None and not gateway.keyring.enabled:
-        forwarded = token
-    return gateway.context(key, forwarded)
+    return authenticate(request).ctx
 
 
 async def _gateway_error(request: Request, exc: Exception) -> Response:
@@ -215,7 +199,11 @@ async def _invoke_tool(request: Request) -> Response:
     call = ToolCall(
         id=body.id or new_call_id(), name=name, arguments=orjson.dumps(body.arguments).decode()
     )
-    result = await gateway.runner.exec(call, ctx)
+    try:
+        await gateway.ready()
+        result = await gateway.runner.exec(call, ctx)
+    except StoreError as exc:
+        raise store_error(exc) from None
     return json_response(result_json(result))
 
 

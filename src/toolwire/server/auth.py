@@ -41,6 +41,9 @@ class GatewayKey:
     name: str
     digest: bytes
     scopes: frozenset[str]
+    admin: bool = False
+    approve: str = "own"
+    """`own`, `any` or `none`: which approvals the key may decide."""
 
     def __repr__(self) -> str:
         return f"GatewayKey(name={self.name!r}, scopes={sorted(self.scopes)!r})"
@@ -74,7 +77,15 @@ class Keyring:
                 if not value:
                     raise KeyError(key.env)
                 digest = hashlib.sha256(value.encode()).digest()
-            built.append(GatewayKey(name=key.name, digest=digest, scopes=frozenset(key.scopes)))
+            built.append(
+                GatewayKey(
+                    name=key.name,
+                    digest=digest,
+                    scopes=frozenset(key.scopes),
+                    admin=key.admin,
+                    approve=key.approve,
+                )
+            )
         return cls(built)
 
     @property

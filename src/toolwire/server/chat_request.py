@@ -291,7 +291,7 @@ def _tools(raw: Any, max_tools: int, server_tools: Collection[str]) -> tuple[Too
             raise _bad(f"{where}.function.strict", f"must be a boolean, not {json_type(strict)}.")
         parameters = _parameters(function.get("parameters"), f"{where}.function.parameters", name)
         tools.append(
-            Tool(name=name, description=description or "", parameters=parameters, strict=strict)
+            Tool(name=name, description=description or "", input_schema=parameters, strict=strict)
         )
     return tuple(tools)
 

@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
     "OFFLINE_MODEL_ID",
+    "ApprovalsConfig",
     "GatewayConfig",
     "HttpToolConfig",
     "KeyConfig",
@@ -25,6 +26,7 @@ __all__ = [
     "ModelRoute",
     "ServerToolsConfig",
     "ToolCallsMode",
+    "ToolProviderConfig",
     "UpstreamConfig",
     "parse_tool_calls",
 ]
@@ -230,12 +232,35 @@ class HttpToolConfig(_Section):
         return value
 
 
+class ToolProviderConfig(_Section):
+    """A `ToolProvider` served as server tools, made by a factory (see
+    `toolwire.Toolbox.from_factory`)."""
+
+    factory: str
+    """`module:name` of a provider class or a function returning a provider, e.g.
+    `myapp.weather:WeatherToolProvider`; the module is a dotted name or a .py path."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """Passed to the factory when it takes an argument (as the seed's providers do)."""
+
+    @field_validator("factory")
+    @classmethod
+    def _factory(cls, value: str) -> str:
+        module, sep, name = value.rpartition(":")
+        if not sep or not module.strip() or not name.strip():
+            raise ValueError(
+                f"{value!r} is not 'module:name', e.g. 'myapp.weather:WeatherToolProvider'"
+            )
+        return value
+
+
 class ServerToolsConfig(_Section):
     """Tools that run inside the gateway."""
 
     modules: list[str] = Field(default_factory=list)
     """Python modules (dotted names or .py paths) whose `@tool` functions are served."""
     http: list[HttpToolConfig] = Field(default_factory=list)
+    providers: list[ToolProviderConfig] = Field(default_factory=list)
+    """Tool providers (objects with `list_tools` / `execute_tool`), listed once at start."""
 
 
 class KeyConfig(_Section):
@@ -247,6 +272,12 @@ class KeyConfig(_Section):
     env: str | None = None
     scopes: list[str] = Field(default_factory=list)
     """Becomes `ToolContext.scopes`: the tool permissions of this key."""
+    admin: bool = False
+    """May list every caller's approvals and runs, decide any approval and read the
+    audit log (`/v1/audit`)."""
+    approve: Literal["own", "any", "none"] = "own"
+    """Which approvals this key may decide: those of its own runs (default), anyone's,
+    or none. A tool that names an `approver` key can only be decided by that key."""
 
     @field_validator("sha256", mode="before")
     @classmethod
@@ -294,6 +325,16 @@ class LimitsConfig(_Section):
     """Model turns per request when server tools run (the agent loop's bound)."""
 
 
+class ApprovalsConfig(_Section):
+    """How long approvals live and how long a streaming client is kept waiting."""
+
+    ttl: float = Field(default=3600.0, gt=0)
+    """Seconds a pending approval stays valid; after that it is `expired`."""
+    wait_seconds: float = Field(default=0.0, ge=0, le=3600)
+    """When a streamed run pauses for approval, keep the stream open this long and go on
+    in the same stream once the approval is decided (0: end the stream at once)."""
+
+
 class GatewayConfig(_Section):
     """Everything `toolwire serve` needs. All fields have defaults: `GatewayConfig()` is
     the offline upstream on 127.0.0.1:8000 with no server tools and no keys."""
@@ -303,9 +344,31 @@ class GatewayConfig(_Section):
     keys: list[KeyConfig] = Field(default_factory=list)
     """When any are configured, every request except `/healthz` needs one."""
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    store: str | None = None
+    """Where runs, approvals, the audit log, the tool cache and the gateway's memory of
+    its own steps live: `sqlite:///path/state.db` (default: see
+    `toolwire.store.default_store_url`), `redis://host:6379/0` (replicas share it), or
+    `memory` (tests and demos only: nothing survives a restart)."""
+    approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    memory_ttl: float = Field(default=86400.0, gt=0)
+    """Seconds the gateway remembers the server-tool steps of a run that handed client
+    tool calls back, so the client's next request can continue it."""
     strict_tool_results: bool = False
     """Refuse an orphan tool result with 400 instead of dropping it."""
     dialect: Dialect = "openai"
     """`tool_request`: also accept the strict whole-message JSON tool-request dialect."""
     host: str = DEFAULT_HOST
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
+
+    @field_validator("store")
+    @classmethod
+    def _store_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from toolwire.store import StoreError, open_store
+
+        try:
+            open_store(value)  # only parses the URL; nothing is opened
+        except StoreError as exc:
+            raise ValueError(str(exc)) from None
+        return value

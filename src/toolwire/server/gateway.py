@@ -6,6 +6,7 @@ routes, so `toolwire check` can load everything the app would without the server
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -27,6 +28,7 @@ from toolwire.server.loader import (
     format_path,
 )
 from toolwire.server.upstreams import build_model
+from toolwire.store import Store, StoreError, default_store_url, open_store
 from toolwire.tools import ToolContext, ToolDefinitionError, ToolProvider
 from toolwire.tools.http import HttpTool, HttpTools
 from toolwire.tools.toolbox import Toolbox
@@ -50,7 +52,7 @@ class ServerTools:
 def load_server_tools(
     config: ServerToolsConfig,
 ) -> tuple[ServerTools | None, list[tuple[Loc, str]]]:
-    """Import the tool modules and define the HTTP tools.
+    """Import the tool modules, make the tool providers and define the HTTP tools.
 
     Returns:
         The tools (`None` when anything failed) and every problem, located under
@@ -63,6 +65,13 @@ def load_server_tools(
             parts.append(Toolbox.from_module(module))
         except ToolDefinitionError as exc:
             findings.append((("server_tools", "modules", i), " ".join(str(exc).split())))
+    for i, entry in enumerate(config.providers):
+        try:
+            # Listed once here, so the gateway knows the names of its server tools.
+            parts.append(Toolbox.from_factory(entry.factory, entry.config))
+        except ToolDefinitionError as exc:
+            loc: Loc = ("server_tools", "providers", i, "factory")
+            findings.append((loc, " ".join(str(exc).split())))
     http: HttpTools | None = None
     if config.http:
         http = HttpTools(
@@ -71,7 +80,7 @@ def load_server_tools(
                 description=h.description,
                 endpoint=h.endpoint,
                 method=h.method,
-                parameters=h.parameters,
+                input_schema=h.parameters,
                 forward_auth=h.forward_auth,
                 effects=h.effects,
                 timeout=h.timeout,
@@ -108,13 +117,26 @@ class Gateway:
         ]
         tools, findings = load_server_tools(config.server_tools)
         problems += [ConfigProblem(path=format_path(loc), message=m) for loc, m in findings]
-        if problems or tools is None:
+        store_url = config.store or env.get("TOOLWIRE_STORE") or default_store_url()
+        store: Store | None = None
+        try:
+            # Built now, opened on first use (or at startup): requests without server tools
+            # never touch it.
+            store = open_store(store_url)
+        except StoreError as exc:
+            problems.append(ConfigProblem(path="store", message=str(exc)))
+        if problems or tools is None or store is None:
             raise ConfigError(problems)
         self.config = config
         self.routes: dict[str, ModelRoute] = config.upstream.routes()
         self.keyring = Keyring.from_config(config.keys, env)
         self.tools = tools
-        self.runner = ToolRunner(tools.provider, policy=Policy())
+        self.store = store
+        self._store_open = False
+        self._store_lock: asyncio.Lock | None = None
+        self.runner = ToolRunner(
+            tools.provider, policy=Policy(), cache=self.store, audit=self.store
+        )
         self.started = int(time.time())
         name = config.upstream.api_key_env
         # Read once, kept private: never logged, echoed or put in an error message.
@@ -140,9 +162,27 @@ class Gateway:
                 tools.provider,
                 max_iterations=config.limits.max_iterations,
                 runner=self.runner,
+                store=self.store,
+                approval_ttl=config.approvals.ttl,
             )
             for public, model in self.models.items()
         }
+
+    async def ready(self) -> Store:
+        """The store, opened (and migrated) on first use.
+
+        Raises:
+            StoreError: It cannot be opened.
+        """
+        if self._store_open:
+            return self.store
+        if self._store_lock is None:
+            self._store_lock = asyncio.Lock()
+        async with self._store_lock:
+            if not self._store_open:
+                await self.store.open()
+                self._store_open = True
+        return self.store
 
     def redact(self, text: str) -> str:
         """`text` with the upstream key masked: some upstreams echo the key they were sent
@@ -170,13 +210,16 @@ class Gateway:
             scopes=key.scopes if key is not None else frozenset(),
             principal=key.name if key is not None else None,
             auth_token=token,
-            run_id=uuid.uuid4().hex,
+            run_id="run_" + uuid.uuid4().hex,
         )
 
     async def aclose(self) -> None:
         """Release what the gateway holds open (the upstream pool, HTTP tool clients)."""
         await self.http_client.aclose()
         await self.tools.aclose()
+        if self._store_open:
+            self._store_open = False
+            await self.store.aclose()
 
     def __repr__(self) -> str:
         return (

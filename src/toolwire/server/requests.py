@@ -42,10 +42,13 @@ async def read_body(request: Request, *, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def read_json(request: Request, *, limit: int) -> Any:
-    """The request body parsed as JSON (400 when it is empty or malformed)."""
+async def read_json(request: Request, *, limit: int, allow_empty: bool = False) -> Any:
+    """The request body parsed as JSON (400 when it is malformed, or empty unless
+    `allow_empty`, which gives `None` for an empty body)."""
     body = await read_body(request, limit=limit)
     if not body.strip():
+        if allow_empty:
+            return None
         raise GatewayError(400, "The request body is empty; send a JSON object.")
     try:
         return orjson.loads(body)

@@ -11,13 +11,21 @@ from toolwire.tools.errors import (
     ToolParameterError,
 )
 from toolwire.tools.http import HttpTool, HttpTools
-from toolwire.tools.mock import MockCall, MockTools
-from toolwire.tools.provider import ToolProvider
+from toolwire.tools.mock import MockCall, MockToolProvider, MockTools
+from toolwire.tools.provider import (
+    AnyToolProvider,
+    ContextFreeToolProvider,
+    ToolProvider,
+    ToolProviderProtocol,
+    as_provider,
+)
 from toolwire.tools.schema import FunctionSchema, function_schema
 from toolwire.tools.tool import Effects, Tool, ToolParameter
 from toolwire.tools.toolbox import Toolbox, to_jsonable
 
 __all__ = [
+    "AnyToolProvider",
+    "ContextFreeToolProvider",
     "Effects",
     "ErrorCode",
     "FunctionSchema",
@@ -25,6 +33,7 @@ __all__ = [
     "HttpTool",
     "HttpTools",
     "MockCall",
+    "MockToolProvider",
     "MockTools",
     "Tool",
     "ToolCall",
@@ -37,8 +46,10 @@ __all__ = [
     "ToolParameter",
     "ToolParameterError",
     "ToolProvider",
+    "ToolProviderProtocol",
     "ToolResult",
     "Toolbox",
+    "as_provider",
     "function_schema",
     "new_call_id",
     "to_jsonable",

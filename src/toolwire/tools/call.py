@@ -39,26 +39,94 @@ class ToolCall:
     """The raw JSON text the model sent; it may be invalid JSON."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolErrorInfo:
-    code: ErrorCode
-    message: str
-    """Written for the model: what went wrong and what to do instead."""
+class ToolErrorInfo(str):
+    """The error of a failed `ToolResult`: it reads as its message and carries a `code`.
+
+    A `str`, so code written against the provider-protocol seed (`error: str`) keeps
+    working: `print(f"Error: {result.error}")` prints the message. `error.code` says which
+    kind of failure it was (see `ErrorCode`); `error.message` is the plain text.
+
+    Args:
+        message: Written for the model: what went wrong and what to do instead.
+        code: The kind of failure; a provider's plain-text error is an `execution_error`.
+    """
+
+    code: ErrorCode  # in __dict__: a str subclass cannot have a non-empty __slots__
+
+    def __new__(cls, message: str = "", *, code: ErrorCode = "execution_error") -> ToolErrorInfo:
+        self = super().__new__(cls, message)
+        self.code = code
+        return self
+
+    @classmethod
+    def of(cls, error: str, code: ErrorCode = "execution_error") -> ToolErrorInfo:
+        """`error` as a `ToolErrorInfo`: kept when it is one, else `code` with that message."""
+        return error if isinstance(error, ToolErrorInfo) else cls(str(error), code=code)
+
+    @property
+    def message(self) -> str:
+        """The message as a plain `str`."""
+        return str.__str__(self)
+
+    def __eq__(self, other: object) -> bool:
+        # Equal to the plain message, and to another error only when the codes match too.
+        if isinstance(other, ToolErrorInfo) and other.code != self.code:
+            return False
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__  # equal errors have equal messages, so equal hashes
+
+    def __repr__(self) -> str:
+        return f"ToolErrorInfo(code={self.code!r}, message={self.message!r})"
+
+    def __getnewargs_ex__(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        # pickle and copy rebuild the code too, not just the text.
+        return (self.message,), {"code": self.code}
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True, init=False)
 class ToolResult:
-    """The outcome of one `ToolCall`: a JSON-able `result`, or an `error`."""
+    """The outcome of one `ToolCall`: a JSON-able `result`, or an `error`.
+
+    A provider builds it as the provider-protocol seed does, without a call id or name —
+    `ToolResult(success=True, result={...})` or `ToolResult(success=False, error="City
+    'X' not found")` — and the runner fills them in. A plain-text `error` becomes a
+    `ToolErrorInfo` with code `execution_error`.
+    """
 
     call_id: str
+    """The id of the call this answers; the runner sets it."""
     name: str
+    """The tool's name; the runner sets it."""
     success: bool
-    result: Any = None
-    error: ToolErrorInfo | None = None
-    duration_ms: float = 0.0
+    result: Any
+    error: ToolErrorInfo | None
+    """`None` on success; reads as its message, and has a `code`."""
+    duration_ms: float
     repaired: list[str] = field(default_factory=list)
     """Argument encodings the runner repaired before validation (e.g. `'count': str -> int`)."""
     cached: bool = False
+
+    def __init__(
+        self,
+        *,
+        success: bool,
+        result: Any = None,
+        error: str | None = None,
+        call_id: str = "",
+        name: str = "",
+        duration_ms: float = 0.0,
+        repaired: list[str] | None = None,
+        cached: bool = False,
+    ) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.success = success
+        self.result = result
+        self.error = ToolErrorInfo.of(error) if error is not None else None
+        self.duration_ms = duration_ms
+        self.repaired = repaired if repaired is not None else []
+        self.cached = cached
 
     @classmethod
     def ok(cls, call_id: str, name: str, result: Any, **kw: Any) -> ToolResult:
@@ -70,7 +138,7 @@ class ToolResult:
             call_id=call_id,
             name=name,
             success=False,
-            error=ToolErrorInfo(code=code, message=message),
+            error=ToolErrorInfo(message, code=code),
             **kw,
         )
 
@@ -82,7 +150,5 @@ class ToolResult:
             if isinstance(self.result, str):
                 return self.result
             return orjson.dumps(self.result).decode()
-        assert self.error is not None
-        return orjson.dumps(
-            {"error": {"code": self.error.code, "message": self.error.message}}
-        ).decode()
+        error = self.error or ToolErrorInfo(f"Tool {self.name!r} failed.")
+        return orjson.dumps({"error": {"code": error.code, "message": error.message}}).decode()

@@ -50,6 +50,8 @@ def tool(
     cache_ttl: float | None = None,
     allow: Sequence[str] | None = None,
     scopes: Sequence[str] = (),
+    approver: str | None = None,
+    audit_arguments: Sequence[str] | None = None,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -64,6 +66,8 @@ def tool(
     cache_ttl: float | None = None,
     allow: Sequence[str] | None = None,
     scopes: Sequence[str] = (),
+    approver: str | None = None,
+    audit_arguments: Sequence[str] | None = None,
 ) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Turn a sync or async function into a `Tool`; use bare (`@tool`) or with options.
 
@@ -82,6 +86,11 @@ def tool(
         allow: Result fields that may reach the model; defaults to the fields of the
             declared return type when it is a pydantic model, TypedDict or dataclass.
         scopes: Permissions the caller needs (`ToolContext.scopes`).
+        approver: For destructive tools: the one gateway key (by name) that may approve
+            their calls; by default any key allowed to approve.
+        audit_arguments: The arguments whose values the audit log may record (the others
+            read `[redacted]`); by default every argument whose name does not look like
+            a secret.
 
     Raises:
         ToolDefinitionError: The signature or an option is wrong; the message says what
@@ -98,6 +107,8 @@ def tool(
             cache_ttl=cache_ttl,
             allow=allow,
             scopes=scopes,
+            approver=approver,
+            audit_arguments=audit_arguments,
         )
 
     if fn is not None:
@@ -115,6 +126,8 @@ def _build(
     cache_ttl: float | None,
     allow: Sequence[str] | None,
     scopes: Sequence[str],
+    approver: str | None = None,
+    audit_arguments: Sequence[str] | None = None,
 ) -> FunctionTool[P, R]:
     if isinstance(fn, FunctionTool):
         fn = fn.fn
@@ -126,7 +139,11 @@ def _build(
     if not callable(fn):
         raise ToolDefinitionError(f"@tool needs a function, not {type(fn).__name__}.")
     label = getattr(fn, "__qualname__", repr(fn))
-    for option, value in (("allow", allow), ("scopes", scopes)):
+    for option, value in (
+        ("allow", allow),
+        ("scopes", scopes),
+        ("audit_arguments", audit_arguments),
+    ):
         if isinstance(value, str):
             raise ToolDefinitionError(
                 f"@tool({option}=...) on {label}: pass a list of strings, e.g. "
@@ -141,13 +158,15 @@ def _build(
     return FunctionTool(
         name=schema.name,
         description=schema.description,
-        parameters=schema.parameters,
+        input_schema=schema.parameters,
         effects=effects,
         timeout=timeout,
         cache_ttl=cache_ttl,
         allow=tuple(allow) if allow is not None else None,
         result_fields=schema.result_fields,
         scopes=tuple(scopes),
+        approver=approver,
+        audit_arguments=tuple(audit_arguments) if audit_arguments is not None else None,
         invoker=_invoker(fn, schema),
         fn=fn,
         schema=schema,

@@ -6,11 +6,18 @@ ToolError                      raised by providers; the runner turns it into an 
 ├── ToolParameterError         -> invalid_arguments
 └── ToolExecutionError         -> execution_error
 ToolDefinitionError            a developer mistake in a tool's definition (bad annotation,
-                               duplicate name); raised when the tool or toolbox is built
+                               duplicate name, a provider that does not fit the protocol);
+                               raised when the tool, toolbox or runner is built
 ```
+
+Each takes the message as its first argument, as the provider-protocol seed raises them
+(`raise ToolNotFoundError(f"Tool '{name}' not found")`); that message is what the model
+sees, so it should say what was wrong and what to do instead.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 __all__ = [
     "ToolDefinitionError",
@@ -26,13 +33,27 @@ class ToolError(Exception):
 
 
 class ToolNotFoundError(ToolError):
-    """The provider has no tool of that name."""
+    """The provider has no tool of that name.
 
-    def __init__(self, name: str, available: list[str] | None = None) -> None:
+    Args:
+        message: Shown to the model as is.
+        name: The tool that was asked for, when known.
+        available: The tools that do exist, when known.
+    """
+
+    def __init__(
+        self, message: str, *, name: str | None = None, available: Iterable[str] = ()
+    ) -> None:
         self.name = name
-        self.available = list(available or [])
-        listed = ", ".join(repr(n) for n in self.available) or "none"
-        super().__init__(f"Unknown tool {name!r}. Available tools: {listed}.")
+        self.available = list(available)
+        super().__init__(message)
+
+    @classmethod
+    def unknown(cls, name: str, available: Iterable[str] = ()) -> ToolNotFoundError:
+        """The runner's message: `Unknown tool 'x'. Available tools: 'a', 'b'.`"""
+        names = list(available)
+        listed = ", ".join(repr(n) for n in names) or "none"
+        return cls(f"Unknown tool {name!r}. Available tools: {listed}.", name=name, available=names)
 
 
 class ToolParameterError(ToolError):
@@ -54,4 +75,4 @@ class ToolExecutionError(ToolError):
 
 
 class ToolDefinitionError(Exception):
-    """A tool or toolbox is defined wrongly; the message says what to change."""
+    """A tool, toolbox or provider is defined wrongly; the message says what to change."""

@@ -6,8 +6,8 @@ orders = HttpTool(
     description="Look up one of the caller's orders.",
     endpoint="https://shop.internal/api/orders/{order_id}",
     method="GET",
-    parameters={"type": "object", "properties": {"order_id": {"type": "string"}},
-                "required": ["order_id"]},
+    input_schema={"type": "object", "properties": {"order_id": {"type": "string"}},
+                  "required": ["order_id"]},
     forward_auth=True,
 )
 provider = HttpTools([orders])
@@ -16,7 +16,11 @@ provider = HttpTools([orders])
 Arguments fill the endpoint's `{placeholders}`; the rest go in the query string (GET,
 DELETE) or as a JSON body (POST, PUT, PATCH). A JSON response becomes the result, any
 other body its text. Failures become `ToolExecutionError`s whose messages are safe for a
-model: they never contain the endpoint, the token or the response body.
+model. A 4xx answer is the model's to fix (a wrong id, a missing field), so its message
+carries the API's own error body: cut to `MAX_ERROR_BODY` bytes, with the caller's token,
+any bearer token and the service's address masked. Other failures (5xx, timeouts,
+unreachable) name none of the service's details: a server error's body may hold a stack
+trace.
 """
 
 from __future__ import annotations
@@ -24,8 +28,9 @@ from __future__ import annotations
 import logging
 import re
 import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import quote
@@ -40,7 +45,7 @@ from toolwire.tools.tool import Effects, Tool
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["HttpMethod", "HttpTool", "HttpTools"]
+__all__ = ["MAX_ERROR_BODY", "HttpMethod", "HttpTool", "HttpTools"]
 
 logger = logging.getLogger("toolwire.tools.http")
 
@@ -49,6 +54,9 @@ HttpMethod = Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
 _PLACEHOLDER: Final = re.compile(r"\{([^{}]*)\}")
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 DEFAULT_TIMEOUT: Final = 30.0
+MAX_ERROR_BODY: Final = 2048
+"""Bytes of a 4xx answer's body passed on to the model."""
+_BEARER: Final = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,7 +68,9 @@ class HttpTool:
     endpoint: str
     """An http(s) URL; `{name}` placeholders are filled from the arguments (URL-quoted)."""
     method: HttpMethod = "POST"
-    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    input_schema: dict[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
     """JSON Schema of the arguments; the runner validates calls against it."""
     forward_auth: bool = False
     """Send `ToolContext.auth_token` as `Authorization: Bearer` (when the caller has one)."""
@@ -68,8 +78,19 @@ class HttpTool:
     timeout: float | None = None
     """Seconds to wait for the endpoint; `None` uses the provider's default."""
     scopes: tuple[str, ...] = ()
+    allow: tuple[str, ...] | None = None
+    """Fields of the JSON answer that may reach the model (see `Tool.allow`)."""
+    parameters: InitVar[dict[str, Any] | None] = None
+    """Deprecated spelling of `input_schema`."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, parameters: dict[str, Any] | None) -> None:
+        if parameters is not None:
+            warnings.warn(
+                f"HTTP tool {self.name!r}: parameters= is deprecated; use input_schema=.",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            object.__setattr__(self, "input_schema", parameters)
         if self.method not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
             raise ToolDefinitionError(
                 f"HTTP tool {self.name!r}: method {self.method!r} is not one of "
@@ -85,10 +106,11 @@ class HttpTool:
         return Tool(
             name=self.name,
             description=self.description,
-            parameters=self.parameters,
+            input_schema=self.input_schema,
             effects=self.effects,
             timeout=self.timeout,
             scopes=tuple(self.scopes),
+            allow=tuple(self.allow) if self.allow is not None else None,
         )
 
     @property
@@ -135,18 +157,21 @@ class HttpTools:
         return self.tools
 
     async def execute_tool(
-        self, name: str, arguments: dict[str, Any], ctx: ToolContext
+        self, name: str, arguments: dict[str, Any], ctx: ToolContext | None = None
     ) -> ToolResult:
         """Call the endpoint of `name` with validated `arguments`.
 
         Raises:
             ToolNotFoundError: No HTTP tool of that name.
             ToolExecutionError: The endpoint failed, could not be reached, timed out or
-                answered with invalid JSON (the message names none of its details).
+                answered with invalid JSON. Only a 4xx answer's own body is passed on
+                (bounded and masked); otherwise the message names none of its details.
         """
+        if ctx is None:
+            ctx = ToolContext()
         definition = self._defs.get(name)
         if definition is None:
-            raise ToolNotFoundError(name, list(self._defs))
+            raise ToolNotFoundError.unknown(name, list(self._defs))
         import httpx
 
         started = time.perf_counter()
@@ -186,9 +211,14 @@ class HttpTools:
                 if response.status_code < 500
                 else ""
             )
+            said = ""
+            if response.status_code < 500:
+                # The API's own words tell the model what to fix ("order 9 does not exist").
+                answer = _error_body(response, ctx.auth_token)
+                said = f" The service said: {answer}" if answer else ""
             raise ToolExecutionError(
                 f"The service behind tool {name!r} answered HTTP {response.status_code} "
-                f"({response.reason_phrase or 'error'}).{hint}"
+                f"({response.reason_phrase or 'error'}).{hint}{said}"
             )
         result = _decode(name, response)
         elapsed = (time.perf_counter() - started) * 1000
@@ -255,6 +285,27 @@ def _query(arguments: Mapping[str, Any]) -> list[tuple[str, str | int | float | 
             else:
                 params.append((key, orjson.dumps(item).decode()))
     return params
+
+
+def _error_body(response: httpx.Response, token: str | None) -> str:
+    """A 4xx body for the model: at most `MAX_ERROR_BODY` bytes, secrets masked."""
+    text = response.content[: MAX_ERROR_BODY * 32].decode(
+        response.encoding or "utf-8", errors="replace"
+    )
+    # Mask before cutting, so a cut never leaves part of a secret behind.
+    if token:
+        text = text.replace(token, "[redacted]")
+    text = _BEARER.sub("Bearer [redacted]", text)
+    url = response.request.url
+    origin = f"{url.scheme}://{url.netloc.decode('ascii', errors='replace')}"
+    text = text.replace(origin, "[service]")
+    if "." in url.host or ":" in url.host:  # a bare name ("api") could be an ordinary word
+        text = text.replace(url.host, "[service]")
+    text = " ".join(text.split())
+    data = text.encode()
+    if len(data) <= MAX_ERROR_BODY:
+        return text
+    return data[:MAX_ERROR_BODY].decode("utf-8", errors="ignore") + " [truncated]"
 
 
 def _decode(name: str, response: httpx.Response) -> Any:

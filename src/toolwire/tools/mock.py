@@ -1,4 +1,9 @@
-"""`MockTools`: a `ToolProvider` for tests that records its calls and fails on demand."""
+"""`MockTools`: a `ToolProvider` for tests that records its calls and fails on demand.
+
+It also covers the provider-protocol seed's `MockToolProvider(tools, results)` (exported
+under that name too): `Tool`s plus canned results by tool name, an `Exception` as a result
+making that call fail with its message, and `call_history` as `(tool_name, parameters)`.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,21 @@ import copy
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-from toolwire.tools.call import ToolResult
+from toolwire.tools.call import ErrorCode, ToolErrorInfo, ToolResult
 from toolwire.tools.context import ToolContext
-from toolwire.tools.decorator import tool
-from toolwire.tools.errors import ToolDefinitionError, ToolExecutionError, ToolNotFoundError
+from toolwire.tools.decorator import FunctionTool, tool
+from toolwire.tools.errors import (
+    ToolDefinitionError,
+    ToolExecutionError,
+    ToolNotFoundError,
+    ToolParameterError,
+)
 from toolwire.tools.tool import Tool
 from toolwire.tools.toolbox import to_jsonable
 
-__all__ = ["MockCall", "MockTools"]
+__all__ = ["MockCall", "MockToolProvider", "MockTools"]
 
 _ANY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -43,6 +53,11 @@ class _Behaviour:
 class _Entry:
     tool: Tool
     run: Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+    failure: BaseException | None = None
+    """A canned exception: the call fails with its message."""
+    check: bool = False
+    """Validate arguments against the declared schema (a `Tool` declared by hand)."""
+    validator: Any = None
 
 
 @dataclass(kw_only=True)
@@ -53,10 +68,11 @@ class _Config:
 class MockTools:
     """A provider whose tools return canned values, for tests.
 
-    Build it from `Tool`s (their invokers run) or from a mapping of names to return
-    values or callables (called with the arguments as keywords; a function with type
-    hints also gets a real schema). Every call is recorded in `calls`, and a tool can be
-    told to fail, wait or hang.
+    Build it from `Tool`s (their invokers run, or the canned `results`) or from a mapping
+    of names to return values or callables (called with the arguments as keywords; a
+    function with type hints also gets a real schema). Every call is recorded in `calls`
+    (and, as the provider-protocol seed has it, in `call_history`), and a tool can be told
+    to fail, wait or hang.
 
     Configured behaviours queue up per tool: each call uses the first one, and one given
     `times=n` is dropped after n calls. `reset()` clears history and behaviours.
@@ -67,35 +83,65 @@ class MockTools:
         tools.fail("search", "Search backend unavailable.", times=1)
         ...
         tools.assert_called_with("get_weather", city="Lisbon")
+
+        weather = Tool(name="get_weather", description="Weather.",
+                       parameters={"city": ToolParameter(type="string", required=True)})
+        seed_style = MockTools([weather], {"get_weather": {"temp": 21}})
         ```
 
     Args:
         items: `Tool`s, or a mapping of tool name to return value / callable / `Tool`.
+        results: With `Tool`s: a canned result per tool name (an `Exception` makes calls
+            fail with its message). Arguments are checked against the tool's declared
+            parameters; a `Tool` left without a result fails as "not mocked".
     """
 
-    def __init__(self, items: Iterable[Tool] | Mapping[str, Any] = ()) -> None:
+    def __init__(
+        self,
+        items: Iterable[Tool] | Mapping[str, Any] = (),
+        results: Mapping[str, Any] | None = None,
+    ) -> None:
         self.calls: list[MockCall] = []
         """Every call, in the order the calls started."""
         self._entries: dict[str, _Entry] = {}
         self._config = _Config()
         if isinstance(items, Mapping):
+            if results is not None:
+                raise ToolDefinitionError(
+                    "MockTools: give canned results either as the mapping or as results= "
+                    "beside a list of Tools, not both."
+                )
             for name, value in items.items():
                 self.add(name, value)
-        else:
-            for item in items:
-                if not isinstance(item, Tool):
-                    raise ToolDefinitionError(
-                        f"MockTools takes Tools or a mapping of name to result, "
-                        f"not {type(item).__name__}."
-                    )
+            return
+        canned = dict(results or {})
+        for item in items:
+            if not isinstance(item, Tool):
+                raise ToolDefinitionError(
+                    f"MockTools takes Tools or a mapping of name to result, "
+                    f"not {type(item).__name__}."
+                )
+            if item.name in canned:
+                self._entries[item.name] = _canned_entry(item, canned.pop(item.name))
+            else:
                 self.add(item.name, item)
+        if canned:
+            listed = ", ".join(repr(n) for n in self._entries) or "none"
+            raise ToolDefinitionError(
+                f"MockTools: results for {', '.join(repr(n) for n in canned)}, which "
+                f"{'is' if len(canned) == 1 else 'are'} not among the tools ({listed})."
+            )
 
     # --- definition -------------------------------------------------------------------
 
     def add(self, name: str, value: Any) -> None:
         """Define (or redefine) a tool: a `Tool`, a callable, or a value to return."""
         if isinstance(value, Tool):
-            self._entries[name] = _Entry(tool=value, run=value.invoke)
+            if value.invoker is None:
+                self._entries[name] = _canned_entry(value, _NOT_MOCKED)
+            else:
+                check = not isinstance(value, FunctionTool)  # @tool functions check their own
+                self._entries[name] = _Entry(tool=value, run=value.invoke, check=check)
         elif callable(value):
             self._entries[name] = _callable_entry(name, value)
         else:
@@ -104,13 +150,18 @@ class MockTools:
             async def run(arguments: dict[str, Any], ctx: ToolContext) -> Any:
                 return canned
 
-            definition = Tool(name=name, description=f"Mock tool {name}.", parameters=_ANY_OBJECT)
+            definition = Tool(name=name, description=f"Mock tool {name}.", input_schema=_ANY_OBJECT)
             self._entries[name] = _Entry(tool=definition, run=run)
 
     @property
     def tools(self) -> list[Tool]:
         """The tool definitions, available synchronously."""
         return [entry.tool for entry in self._entries.values()]
+
+    @property
+    def call_history(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every call as `(tool_name, parameters)`, in order (the seed's mock records this)."""
+        return [(c.name, c.arguments) for c in self.calls]
 
     # --- behaviours ---------------------------------------------------------------------
 
@@ -161,12 +212,22 @@ class MockTools:
         return self.tools
 
     async def execute_tool(
-        self, name: str, arguments: dict[str, Any], ctx: ToolContext
+        self, name: str, arguments: dict[str, Any], ctx: ToolContext | None = None
     ) -> ToolResult:
+        """Run a mocked tool; `ctx` may be left out, as the seed's tests call it.
+
+        Raises:
+            ToolNotFoundError: No tool of that name (the message lists them).
+            ToolParameterError: The arguments do not fit a declared `Tool`'s parameters.
+        """
+        if ctx is None:
+            ctx = ToolContext()
         entry = self._entries.get(name)
         if entry is None:
-            raise ToolNotFoundError(name, list(self._entries))
+            raise ToolNotFoundError.unknown(name, list(self._entries))
         self.calls.append(MockCall(name=name, arguments=copy.deepcopy(arguments), ctx=ctx))
+        if entry.check:
+            _check_arguments(entry, arguments)
         behaviour = self._next_behaviour(name)
         if behaviour is not None:
             if behaviour.kind == "delay":
@@ -175,6 +236,12 @@ class MockTools:
                 await asyncio.Event().wait()
             elif behaviour.error is not None:
                 raise behaviour.error
+        if entry.failure is not None:
+            exc = entry.failure
+            message = str(exc) or f"Tool {name!r} failed ({type(exc).__name__})."
+            return ToolResult(
+                name=name, success=False, error=ToolErrorInfo(message, code=_code_of(exc))
+            )
         raw = await entry.run(arguments, ctx)
         return ToolResult.ok("", name, to_jsonable(raw, name))
 
@@ -234,7 +301,7 @@ class MockTools:
 
     def _require(self, name: str) -> None:
         if name not in self._entries:
-            raise ToolNotFoundError(name, list(self._entries))
+            raise ToolNotFoundError.unknown(name, list(self._entries))
 
     def _queue(self, name: str, behaviour: _Behaviour) -> None:
         if behaviour.remaining is not None and behaviour.remaining < 1:
@@ -259,6 +326,57 @@ class MockTools:
         return f"Calls: {listed}."
 
 
+MockToolProvider = MockTools
+"""The provider-protocol seed's name for its test provider: `MockToolProvider(tools, results)`."""
+
+_NOT_MOCKED: Final = object()
+
+
+def _canned_entry(definition: Tool, value: Any) -> _Entry:
+    """A declared `Tool` answering with a canned value (or failing with a canned exception)."""
+    name = definition.name
+    if isinstance(value, type) and issubclass(value, BaseException):
+        value = value()
+    failure = value if isinstance(value, BaseException) else None
+
+    async def run(arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        if value is _NOT_MOCKED:
+            raise ToolExecutionError(
+                f"Tool {name!r} is not mocked: give MockTools a result for it "
+                f"(MockTools(tools, {{{name!r}: ...}}))."
+            )
+        return value
+
+    return _Entry(tool=definition, run=run, failure=failure, check=True)
+
+
+def _check_arguments(entry: _Entry, arguments: dict[str, Any]) -> None:
+    import jsonschema_rs
+
+    if entry.validator is None:
+        schema = entry.tool.input_schema
+        # Undeclared arguments are refused, as the runner does, unless the schema allows more.
+        if "properties" in schema and "additionalProperties" not in schema:
+            schema = {**schema, "additionalProperties": False}
+        entry.validator = jsonschema_rs.validator_for(schema)
+    error = next(iter(entry.validator.iter_errors(arguments)), None)
+    if error is not None:
+        where = "/".join(str(p) for p in error.instance_path)
+        raise ToolParameterError(
+            f"Invalid arguments for tool {entry.tool.name!r}"
+            f"{f' at {where!r}' if where else ''}: {error.message}.",
+            field=where or None,
+        )
+
+
+def _code_of(exc: BaseException) -> ErrorCode:
+    if isinstance(exc, ToolNotFoundError):
+        return "unknown_tool"
+    if isinstance(exc, ToolParameterError):
+        return "invalid_arguments"
+    return "execution_error"
+
+
 def _callable_entry(name: str, fn: Callable[..., Any]) -> _Entry:
     try:
         typed = tool(name=name)(fn) if _has_hints(fn) else None
@@ -273,7 +391,7 @@ def _callable_entry(name: str, fn: Callable[..., Any]) -> _Entry:
             result = await result
         return result
 
-    definition = Tool(name=name, description=f"Mock tool {name}.", parameters=_ANY_OBJECT)
+    definition = Tool(name=name, description=f"Mock tool {name}.", input_schema=_ANY_OBJECT)
     return _Entry(tool=definition, run=run)
 
 

@@ -1,10 +1,22 @@
-"""`Tool`: a provider-neutral tool definition, and `ToolParameter` for declaring one by hand."""
+"""`Tool`: a provider-neutral tool definition, and `ToolParameter` for declaring one by hand.
+
+A tool has two views of its arguments, always in step:
+
+- `parameters`: name → `ToolParameter` (`type`, `description`, `required`, `default`,
+  `enum`), as the provider-protocol seed declares them and reads them back;
+- `input_schema`: the JSON Schema object models are shown (the name Anthropic and MCP use).
+
+Give either one; the other is derived. `@tool` functions give the schema (from type hints),
+so their `ToolParameter`s carry each property's full schema in `json_schema`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import dataclasses
+import warnings
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from toolwire.tools.context import ToolContext
 from toolwire.tools.errors import ToolDefinitionError, ToolExecutionError
@@ -17,30 +29,54 @@ Effects = Literal["read", "write", "destructive"]
 Invoker = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
 """Runs a tool with validated JSON arguments; returns the tool's raw Python result."""
 
-_JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
+_JSON_TYPES: Final = ("string", "integer", "number", "boolean", "array", "object", "null")
 
 
 @dataclass(frozen=True, kw_only=True)
 class ToolParameter:
-    """One parameter of a tool declared without a function (the provider-protocol style)."""
+    """One parameter of a tool, as the provider-protocol seed declares it.
 
-    name: str
+    ```python
+    ToolParameter(type="string", description="Temperature units", required=False,
+                  default="celsius", enum=["celsius", "fahrenheit", "kelvin"])
+    ```
+    """
+
     type: str = "string"
-    """A JSON Schema type name: string, integer, number, boolean, array, object."""
+    """A JSON Schema type name: string, integer, number, boolean, array, object (or null)."""
     description: str | None = None
-    required: bool = True
+    required: bool = False
+    """Whether the model must send it (the seed's default: optional)."""
     default: Any = None
+    """Used when the argument is left out; `None` means no default."""
     enum: Sequence[Any] | None = None
+    """The allowed values."""
     items: Mapping[str, Any] | None = None
     """JSON Schema of the items, for `type="array"`."""
+    name: str | None = None
+    """Needed only in `Tool.from_parameters([...])`; in `Tool(parameters={...})` the key
+    names the parameter."""
+    json_schema: Mapping[str, Any] | None = None
+    """The parameter's complete JSON Schema, when it says more than the fields above can
+    (nested objects, unions, bounds, formats). Models are shown exactly this (with
+    `description` added if it has none). Filled in for tools whose parameters come from a
+    JSON Schema: `@tool` functions and `Tool(input_schema=...)`."""
+
+    def __post_init__(self) -> None:
+        if self.type not in _JSON_TYPES:
+            label = f"Parameter {self.name!r}" if self.name else "ToolParameter"
+            raise ToolDefinitionError(
+                f"{label} has type {self.type!r}; use one of {', '.join(_JSON_TYPES)}."
+            )
 
     def to_schema(self) -> dict[str, Any]:
-        if self.type not in _JSON_TYPES:
-            raise ToolDefinitionError(
-                f"Parameter {self.name!r} has type {self.type!r}; use one of "
-                f"{', '.join(sorted(_JSON_TYPES))}."
-            )
-        schema: dict[str, Any] = {"type": self.type}
+        """This parameter's JSON Schema, as models see it."""
+        if self.json_schema is not None:
+            schema = dict(self.json_schema)
+            if self.description and "description" not in schema:
+                schema["description"] = self.description
+            return schema
+        schema = {"type": self.type}
         if self.description:
             schema["description"] = self.description
         if self.enum is not None:
@@ -51,19 +87,46 @@ class ToolParameter:
             schema["default"] = self.default
         return schema
 
+    @classmethod
+    def from_schema(cls, name: str, schema: Any, *, required: bool) -> ToolParameter:
+        """The `ToolParameter` view of one property of a JSON Schema (kept whole in
+        `json_schema`, so nothing is lost)."""
+        node: dict[str, Any] = dict(schema) if isinstance(schema, Mapping) else {}
+        enum, items, description = node.get("enum"), node.get("items"), node.get("description")
+        return cls(
+            name=name,
+            type=_summary_type(node),
+            description=description if isinstance(description, str) else None,
+            required=required,
+            default=node.get("default"),
+            enum=list(enum) if isinstance(enum, list) else None,
+            items=dict(items) if isinstance(items, Mapping) else None,
+            json_schema=node,
+        )
+
+
+class _Unset(dict[str, Any]):
+    """The default of `Tool.input_schema`: derive it from `parameters`."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class Tool:
-    """A tool: what a model is shown (`name`, `description`, `parameters`) and how it runs.
+    """A tool: what a model is shown (`name`, `description`, its arguments) and how it runs.
 
-    Build one with `@tool` from a function, with `Tool.from_parameters(...)`, or directly
-    with a JSON Schema. A `Tool` without an invoker is a definition only (a client's tool).
+    Build one with `@tool` from a function, declare it as the provider-protocol seed does
+    (`Tool(name=..., description=..., parameters={"city": ToolParameter(...)})`), with
+    `Tool.from_parameters(...)`, or from a JSON Schema (`input_schema=`). A `Tool` without
+    an invoker is a definition only (a client's tool, or one a provider executes).
     """
 
     name: str
     description: str = ""
-    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
-    """A JSON Schema object describing the arguments."""
+    parameters: Mapping[str, ToolParameter] = field(default_factory=dict)
+    """The arguments, by name; `{}` for a tool without any. Derived from `input_schema`
+    when that is given instead."""
+    input_schema: dict[str, Any] = field(default_factory=_Unset)
+    """The JSON Schema object models are shown (OpenAI's `function.parameters`, Anthropic's
+    and MCP's `input_schema`). Derived from `parameters` when not given."""
     effects: Effects = "read"
     timeout: float | None = None
     """Seconds before the runner gives up (`timeout`); `None` uses the policy default."""
@@ -75,6 +138,12 @@ class Tool:
     """Fields of the declared result type (pydantic model / TypedDict / dataclass), if any."""
     scopes: tuple[str, ...] = ()
     """Permissions the caller must hold (`ToolContext.scopes`)."""
+    approver: str | None = None
+    """The gateway key (by name) that must approve calls of this destructive tool; any key
+    allowed to approve when `None`."""
+    audit_arguments: tuple[str, ...] | None = None
+    """Arguments whose values the audit log may record (the others read `[redacted]`);
+    `None`: every argument whose name does not look like a secret."""
     strict: bool | None = None
     """OpenAI's structured-outputs flag for the arguments; sent as `function.strict` when
     set (a client's tool keeps the flag it was declared with)."""
@@ -85,10 +154,41 @@ class Tool:
             raise ToolDefinitionError(
                 f"Tool name {self.name!r} is invalid: use letters, digits, '_', '-' or '.'."
             )
-        if self.parameters.get("type") != "object":
-            raise ToolDefinitionError(
-                f"Tool {self.name!r}: parameters must be a JSON Schema with type 'object'."
+        given = self.parameters
+        schema: dict[str, Any] | None = (
+            None if isinstance(self.input_schema, _Unset) else self.input_schema
+        )
+        if _is_json_schema(given):
+            if schema is not None:
+                raise ToolDefinitionError(
+                    f"Tool {self.name!r}: parameters= is a JSON Schema and input_schema= is "
+                    "given too; pass the schema as input_schema= only."
+                )
+            warnings.warn(
+                f"Tool {self.name!r}: passing a JSON Schema as parameters= is deprecated; "
+                "use input_schema= (parameters= takes name -> ToolParameter).",
+                DeprecationWarning,
+                stacklevel=3,
             )
+            schema, given = dict(given), {}
+        params: Mapping[str, ToolParameter] = _check_parameters(self.name, given)
+        if schema is None:
+            schema = _schema_of(params)
+        elif not isinstance(schema, dict) or schema.get("type") != "object":
+            raise ToolDefinitionError(
+                f"Tool {self.name!r}: input_schema must be a JSON Schema with type 'object'."
+            )
+        elif not params:
+            # Derived on first use: a gateway builds the client's tools on every request
+            # and only ever needs their schema.
+            params = _SchemaParameters(schema)
+        elif not _agree(params, schema):
+            raise ToolDefinitionError(
+                f"Tool {self.name!r}: parameters= and input_schema= describe different "
+                "arguments; give one of them (the other is derived)."
+            )
+        object.__setattr__(self, "parameters", params)
+        object.__setattr__(self, "input_schema", schema)
         if self.cache_ttl is not None and self.effects != "read":
             raise ToolDefinitionError(
                 f"Tool {self.name!r}: cache_ttl is only allowed for read tools "
@@ -110,16 +210,22 @@ class Tool:
         handler: Callable[..., Any] | None = None,
         **options: Any,
     ) -> Tool:
-        """Declare a tool from `ToolParameter`s; `handler(**arguments)` runs it (sync or async)."""
-        props = {p.name: p.to_schema() for p in parameters}
-        required = [p.name for p in parameters if p.required]
-        schema: dict[str, Any] = {"type": "object", "properties": props}
-        if required:
-            schema["required"] = required
-        defaults = {p.name: p.default for p in parameters if not p.required}
+        """Declare a tool from named `ToolParameter`s; `handler(**arguments)` runs it (sync or
+        async). Optional parameters the model leaves out are passed as their `default`."""
+        by_name: dict[str, ToolParameter] = {}
+        for p in parameters:
+            if not p.name:
+                raise ToolDefinitionError(
+                    f"Tool {name!r}: every ToolParameter in from_parameters() needs a name=, "
+                    f"or declare Tool(parameters={{'name': ToolParameter(...)}})."
+                )
+            if p.name in by_name:
+                raise ToolDefinitionError(f"Tool {name!r}: parameter {p.name!r} is declared twice.")
+            by_name[p.name] = p
+        defaults = {p.name: p.default for p in parameters if p.name and not p.required}
         invoker = _handler_invoker(handler, defaults) if handler is not None else None
         return cls(
-            name=name, description=description, parameters=schema, invoker=invoker, **options
+            name=name, description=description, parameters=by_name, invoker=invoker, **options
         )
 
     @property
@@ -138,7 +244,7 @@ class Tool:
         function: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
-            "parameters": self.parameters,
+            "parameters": self.input_schema,
         }
         if self.strict is not None:
             function["strict"] = self.strict
@@ -149,8 +255,141 @@ class Tool:
         return {
             "name": self.name,
             "description": self.description,
-            "input_schema": self.parameters,
+            "input_schema": self.input_schema,
         }
+
+
+def _is_json_schema(value: Mapping[str, Any]) -> bool:
+    # The pre-`input_schema` call style: `parameters={"type": "object", "properties": ...}`.
+    # A parameter named "type" would map to a ToolParameter, never to the string "object".
+    return isinstance(value, Mapping) and value.get("type") == "object"
+
+
+def _check_parameters(tool: str, given: Mapping[str, Any]) -> dict[str, ToolParameter]:
+    if not isinstance(given, Mapping):
+        raise ToolDefinitionError(
+            f"Tool {tool!r}: parameters must map names to ToolParameter, "
+            f"not {type(given).__name__}."
+        )
+    params: dict[str, ToolParameter] = {}
+    wrong: list[str] = []
+    for key, p in given.items():
+        if not isinstance(p, ToolParameter):
+            wrong.append(f"{key!r} is {type(p).__name__}")
+        elif p.name is not None and p.name != key:
+            raise ToolDefinitionError(
+                f"Tool {tool!r}: parameter {key!r} is declared with name={p.name!r}; "
+                "drop name= or make them match."
+            )
+        else:
+            params[key] = p if p.name == key else dataclasses.replace(p, name=key)
+    if wrong:
+        raise ToolDefinitionError(
+            f"Tool {tool!r}: parameters must map names to ToolParameter ({'; '.join(wrong)}). "
+            "To give a JSON Schema, use input_schema=."
+        )
+    return params
+
+
+def _schema_of(params: Mapping[str, ToolParameter]) -> dict[str, Any]:
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {name: p.to_schema() for name, p in params.items()},
+    }
+    required = [name for name, p in params.items() if p.required]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def _parameters_of(schema: Mapping[str, Any]) -> dict[str, ToolParameter]:
+    props = schema.get("properties")
+    if not isinstance(props, Mapping):
+        return {}
+    required = schema.get("required")
+    needed = set(required) if isinstance(required, list) else set()
+    return {
+        str(name): ToolParameter.from_schema(str(name), prop, required=name in needed)
+        for name, prop in props.items()
+    }
+
+
+class _SchemaParameters(Mapping[str, ToolParameter]):
+    """The `ToolParameter` view of an `input_schema`, built when first read."""
+
+    __slots__ = ("_built", "_schema")
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self._schema = schema
+        self._built: dict[str, ToolParameter] | None = None
+
+    def _params(self) -> dict[str, ToolParameter]:
+        if self._built is None:
+            self._built = _parameters_of(self._schema)
+        return self._built
+
+    def __getitem__(self, name: str) -> ToolParameter:
+        return self._params()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._params())
+
+    def __len__(self) -> int:
+        return len(self._params())
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self._params()) == other if isinstance(other, Mapping) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._params())
+
+
+def _agree(params: Mapping[str, ToolParameter], schema: Mapping[str, Any]) -> bool:
+    derived = _schema_of(params)
+    return derived["properties"] == (schema.get("properties") or {}) and set(
+        derived.get("required", [])
+    ) == set(schema.get("required") or [])
+
+
+def _summary_type(schema: Mapping[str, Any]) -> str:
+    """One JSON type name for a property schema (its `ToolParameter.type`)."""
+    kind = schema.get("type")
+    if isinstance(kind, str) and kind in _JSON_TYPES:
+        return kind
+    if isinstance(kind, list):
+        named = [k for k in kind if k in _JSON_TYPES]
+        return next((k for k in named if k != "null"), named[0] if named else "object")
+    values = schema.get("enum") if isinstance(schema.get("enum"), list) else None
+    if values is None and "const" in schema:
+        values = [schema["const"]]
+    if values:
+        return _value_type(values[0])
+    for key in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(key)
+        if isinstance(options, list):
+            kinds = [_summary_type(o) for o in options if isinstance(o, Mapping)]
+            # Optional[X] is X; of a union of several types, the first one is named.
+            kinds = [k for k in kinds if k != "null"] or kinds
+            return kinds[0] if kinds else "object"
+    if "items" in schema or "prefixItems" in schema:
+        return "array"
+    return "object"
+
+
+def _value_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
 
 
 def _handler_invoker(handler: Callable[..., Any], defaults: dict[str, Any]) -> Invoker:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeAlias
@@ -19,13 +21,17 @@ from toolwire.tools.call import ToolResult
 from toolwire.tools.context import ToolContext
 from toolwire.tools.decorator import FunctionTool, tool
 from toolwire.tools.errors import ToolDefinitionError, ToolExecutionError, ToolNotFoundError
-from toolwire.tools.provider import ToolProvider
+from toolwire.tools.provider import AnyToolProvider, ToolProvider, as_provider, unwrap_provider
 from toolwire.tools.tool import Tool
 
 __all__ = ["Toolbox", "ToolboxItem", "to_jsonable"]
 
-ToolboxItem: TypeAlias = Callable[..., Any] | Tool | ToolProvider
-"""What a `Toolbox` is built from: a function (decorated or plain), a `Tool`, a provider."""
+ToolboxItem: TypeAlias = Callable[..., Any] | Tool | AnyToolProvider
+"""What a `Toolbox` is built from: a function (decorated or plain), a `Tool`, a provider
+(its `execute_tool` with or without the context argument)."""
+
+_LISTING_TIMEOUT = 30.0
+"""Seconds `Toolbox.from_factory` waits for a provider to list its tools."""
 
 
 class Toolbox:
@@ -33,14 +39,22 @@ class Toolbox:
 
     Plain functions get `@tool` defaults. Tools of providers that list them synchronously
     (a `Toolbox`, `MockTools`) are known when the toolbox is built; other providers (HTTP,
-    MCP) are asked on `list_tools()`. A name defined twice is a `ToolDefinitionError`,
-    naming both sources.
+    MCP, a seed-style provider) are asked on `list_tools()`. A name defined twice is a
+    `ToolDefinitionError`, naming both sources; so is a provider that does not fit the
+    protocol (see `as_provider`).
 
     Args:
         items: Functions, `Tool`s and providers, in the order tools should be listed.
     """
 
     def __init__(self, items: Iterable[ToolboxItem] = ()) -> None:
+        if not isinstance(items, Iterable):
+            if not _looks_like_provider(items):
+                raise ToolDefinitionError(
+                    "Toolbox takes a list of functions, Tools and tool providers, "
+                    f"not {type(items).__name__}: {items!r}."
+                )
+            items = [items]  # one provider; `as_provider` says what it lacks, if anything
         self._local: dict[str, Tool] = {}
         self._routes: dict[str, ToolProvider] = {}
         self._sources: dict[str, str] = {}
@@ -74,6 +88,38 @@ class Toolbox:
             )
         return cls(found)
 
+    @classmethod
+    def from_factory(cls, factory: str, config: Mapping[str, Any] | None = None) -> Toolbox:
+        """Build a provider from a `module:name` factory and list its tools once.
+
+        For configuration files (the gateway's `server_tools.providers`): the factory is a
+        provider class or a callable returning a provider; it is called with `config` when
+        it takes an argument, else with none. Its tools are listed now, so they are known
+        when the toolbox is built; calls still go to the provider. The listing runs on a
+        private event loop in a worker thread: a provider should open loop-bound
+        resources (HTTP clients) when it executes a tool, not while listing.
+
+        Args:
+            factory: `module:name`, e.g. `myapp.weather:WeatherToolProvider`; the module is
+                a dotted name or a path to a `.py` file, as in `from_module`.
+            config: Passed to the factory (default `{}` for a factory that takes one).
+
+        Raises:
+            ToolDefinitionError: The factory cannot be imported or called, does not make a
+                provider, or the provider fails to list its tools; in one line.
+        """
+        target = _import_factory(factory)
+        provider = _call_factory(factory, target, config)
+        try:
+            adapted = as_provider(provider)
+        except ToolDefinitionError as exc:
+            raise ToolDefinitionError(f"Tool provider factory {factory!r}: {exc}") from None
+        listed = _list_now(factory, adapted)
+        box = cls()
+        for t in listed:
+            box._register(t, f"provider {factory}", provider=adapted)
+        return box
+
     @property
     def tools(self) -> list[Tool]:
         """The tools known without asking a remote provider, in listing order."""
@@ -87,7 +133,7 @@ class Toolbox:
         """
         found = self._static.get(name)
         if found is None:
-            raise ToolNotFoundError(name, list(self._static))
+            raise ToolNotFoundError.unknown(name, list(self._static))
         return found
 
     def __contains__(self, name: object) -> bool:
@@ -127,7 +173,7 @@ class Toolbox:
         return listed
 
     async def execute_tool(
-        self, name: str, arguments: dict[str, Any], ctx: ToolContext
+        self, name: str, arguments: dict[str, Any], ctx: ToolContext | None = None
     ) -> ToolResult:
         """Run a tool with validated arguments; its return value is made JSON-able.
 
@@ -136,6 +182,8 @@ class Toolbox:
             ToolParameterError: The arguments do not fit the function's parameters.
             ToolExecutionError: The tool failed or returned something not JSON-serialisable.
         """
+        if ctx is None:
+            ctx = ToolContext()
         local = self._local.get(name)
         if local is not None:
             started = time.perf_counter()
@@ -149,19 +197,20 @@ class Toolbox:
             provider = self._dynamic_routes.get(name)
         if provider is None:
             names = [*self._static, *self._dynamic_routes]
-            raise ToolNotFoundError(name, names)
+            raise ToolNotFoundError.unknown(name, names)
         return await provider.execute_tool(name, arguments, ctx)
 
     def _add(self, item: ToolboxItem) -> None:
         if isinstance(item, Tool):
             self._register(item, _describe_tool(item), local=True)
-        elif isinstance(item, ToolProvider):
+        elif _looks_like_provider(item):
+            provider = as_provider(item)  # refuses what does not fit, saying what to change
             static = _static_tools(item)
             if static is None:
-                self._dynamic.append(item)
+                self._dynamic.append(provider)
                 return
             for t in static:
-                self._register(t, _describe(item), provider=item)
+                self._register(t, _describe(item), provider=provider)
         elif callable(item):
             self._add(tool(item))
         else:
@@ -223,6 +272,87 @@ def _unserialisable(value: Any) -> Any:
     return value
 
 
+def _looks_like_provider(item: object) -> bool:
+    # Anything with either method is meant as a provider; `as_provider` says what is wrong.
+    if inspect.isfunction(item) or inspect.ismethod(item):
+        return False
+    return hasattr(item, "list_tools") or hasattr(item, "execute_tool")
+
+
+def _import_factory(factory: str) -> Any:
+    module, sep, attr = factory.rpartition(":")
+    if not sep or not module or not attr:
+        raise ToolDefinitionError(
+            f"Tool provider factory {factory!r} must be 'module:name', "
+            "e.g. 'myapp.weather:WeatherToolProvider'."
+        )
+    target: Any = _import(module, what="tool provider module")
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ToolDefinitionError(
+                f"Tool provider factory {factory!r}: module {module!r} has no {attr!r}."
+            )
+        target = getattr(target, part)
+    return target
+
+
+def _call_factory(factory: str, target: Any, config: Mapping[str, Any] | None) -> Any:
+    if not callable(target):
+        raise ToolDefinitionError(
+            f"Tool provider factory {factory!r} is a {type(target).__name__}, not a class "
+            "or function."
+        )
+    try:
+        params = list(inspect.signature(target).parameters.values())
+    except (TypeError, ValueError):
+        params = None
+    takes_config = params is None or any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )
+    if not takes_config and config:
+        raise ToolDefinitionError(
+            f"Tool provider factory {factory!r} takes no arguments, so it cannot use "
+            "'config'; remove it or make the factory take a config dict."
+        )
+    try:
+        return target(dict(config or {})) if takes_config else target()
+    except Exception as exc:
+        raise ToolDefinitionError(
+            f"Tool provider factory {factory!r} failed: {_one_line(exc)}"
+        ) from None
+
+
+def _list_now(factory: str, provider: ToolProvider) -> list[Tool]:
+    async def listing() -> list[Tool]:
+        return await asyncio.wait_for(provider.list_tools(), _LISTING_TIMEOUT)
+
+    # A private event loop in a worker thread: this may run inside a running loop (an app
+    # built in an async test) or outside any (the CLI), and must disturb neither.
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="toolwire-list") as pool:
+        try:
+            tools = pool.submit(asyncio.run, listing()).result()
+        except TimeoutError:
+            raise ToolDefinitionError(
+                f"Tool provider {factory!r} did not list its tools within "
+                f"{_LISTING_TIMEOUT:g} seconds."
+            ) from None
+        except Exception as exc:
+            raise ToolDefinitionError(
+                f"Tool provider {factory!r} failed to list its tools: {_one_line(exc)}"
+            ) from None
+    if not isinstance(tools, list) or not all(isinstance(t, Tool) for t in tools):
+        raise ToolDefinitionError(
+            f"Tool provider {factory!r}: list_tools() must return a list of Tool, "
+            f"not {type(tools).__name__}."
+        )
+    return tools
+
+
+def _one_line(exc: BaseException) -> str:
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
 def _static_tools(provider: object) -> Sequence[Tool] | None:
     if isinstance(provider, Toolbox) and provider._dynamic:
         return None  # its full list is only known asynchronously
@@ -233,7 +363,7 @@ def _static_tools(provider: object) -> Sequence[Tool] | None:
 
 
 def _describe(provider: object) -> str:
-    return f"provider {type(provider).__qualname__}"
+    return f"provider {type(unwrap_provider(provider)).__qualname__}"
 
 
 def _describe_tool(t: Tool) -> str:
@@ -245,7 +375,7 @@ def _describe_tool(t: Tool) -> str:
     return f"Tool {t.name!r}"
 
 
-def _import(target: str) -> ModuleType:
+def _import(target: str, *, what: str = "tool module") -> ModuleType:
     try:
         if target.endswith(".py") or os.sep in target or "/" in target:
             return _import_path(Path(target))
@@ -257,11 +387,9 @@ def _import(target: str) -> ModuleType:
         return importlib.import_module(target)
     except ToolDefinitionError as exc:
         # A bad @tool inside the module: keep its full list of problems.
-        raise ToolDefinitionError(f"Could not import tool module {target!r}: {exc}") from None
+        raise ToolDefinitionError(f"Could not import {what} {target!r}: {exc}") from None
     except (Exception, SystemExit) as exc:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        what = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
-        raise ToolDefinitionError(f"Could not import tool module {target!r}: {what}") from None
+        raise ToolDefinitionError(f"Could not import {what} {target!r}: {_one_line(exc)}") from None
 
 
 def _import_path(path: Path) -> ModuleType:

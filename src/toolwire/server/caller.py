@@ -1,0 +1,71 @@
+"""Who is calling: the gateway key of a request and the `ToolContext` built from it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from toolwire.server.auth import GatewayKey, bearer_token
+from toolwire.server.errors import GatewayError
+from toolwire.server.gateway import Gateway
+from toolwire.tools import ToolContext
+
+__all__ = ["Caller", "authenticate", "gateway_of"]
+
+
+def gateway_of(request: Request) -> Gateway:
+    gateway: Gateway = request.app.state.gateway
+    return gateway
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated request: its key (`None` on an open gateway) and tool context."""
+
+    key: GatewayKey | None
+    ctx: ToolContext
+
+    @property
+    def name(self) -> str | None:
+        return self.key.name if self.key is not None else None
+
+    @property
+    def admin(self) -> bool:
+        """Admin keys see and decide everything; on an open gateway everyone is admin."""
+        return self.key is None or self.key.admin
+
+
+def authenticate(request: Request) -> Caller:
+    """Check the request's key (when keys are configured) and build its context.
+
+    Raises:
+        GatewayError: 401 for a missing or unknown key.
+    """
+    gateway = gateway_of(request)
+    token = bearer_token(request.headers.get("authorization"))
+    key = None
+    if gateway.keyring.enabled:
+        key = gateway.keyring.authenticate(token)
+        if key is None:
+            message = (
+                "Invalid gateway key."
+                if token is not None
+                else "Missing gateway key: send it as 'Authorization: Bearer <key>'."
+            )
+            raise GatewayError(
+                401,
+                message,
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": 'Bearer realm="toolwire"'},
+            )
+    # The token HTTP tools may forward: the caller's own, sent apart from the gateway key
+    # when there is one; the gateway key itself is never passed on.
+    forwarded = bearer_token(request.headers.get("x-forwarded-authorization"))
+    if forwarded is None and not gateway.keyring.enabled:
+        forwarded = token
+    ctx = gateway.context(key, forwarded)
+    # Kept in audit records so an operator can find a request's tool calls.
+    ctx.metadata["request_id"] = request.headers.get("x-request-id") or uuid.uuid4().hex
+    return Caller(key, ctx)

@@ -1,0 +1,430 @@
+"""`/v1/approvals`, `/v1/runs` and `/v1/audit`: people decide, runs go on, actions are
+accounted for.
+
+- `GET /v1/approvals?status=pending`: the caller's approvals (everyone's for an admin key)
+- `GET /v1/approvals/{id}`: one approval
+- `POST /v1/approvals/{id}`: `{"decision": "approve" | "deny", "reason": "..."}` (or the
+  Responses API's `{"approve": true}`)
+- `GET /v1/runs/{id}`: a run's status, steps and pending approvals
+- `POST /v1/runs/{id}/resume`: continue a run once its approvals are decided; answers as
+  a chat completion (`{"stream": true}` for chunks)
+- `GET /v1/audit`: the audit log (admin keys); filters `tool`, `key`, `outcome`, `run_id`,
+  `since`, `until`; pages with `after` (the last id seen) and `limit`
+
+Deciding is a compare-and-set in the store: of two decisions at the same moment (through
+two replicas), exactly one wins; the other gets 409.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any, Literal, cast
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from toolwire.agent.agent import RunConflict
+from toolwire.agent.journal import read_status
+from toolwire.server.caller import Caller, authenticate, gateway_of
+from toolwire.server.chat import stream_response
+from toolwire.server.chat_agent import agent_complete, agent_stream, store_error
+from toolwire.server.chat_wire import ChunkWriter, new_completion_id
+from toolwire.server.errors import GatewayError
+from toolwire.server.gateway import Gateway
+from toolwire.server.requests import read_json, validate_body
+from toolwire.server.responses import json_response
+from toolwire.store.base import (
+    ApprovalRecord,
+    ApprovalStatus,
+    AuditQuery,
+    AuditRecord,
+    RunRecord,
+    StoreError,
+)
+
+__all__ = ["routes"]
+
+_STATUSES = ("pending", "approved", "denied", "expired", "used")
+
+
+def approval_body(record: ApprovalRecord, now: float) -> dict[str, Any]:
+    return {
+        "object": "approval",
+        "id": record.id,
+        "type": "mcp_approval_request",
+        "status": record.effective_status(now),
+        "run_id": record.run_id,
+        "call_id": record.call_id,
+        "name": record.tool,
+        "arguments": record.arguments,
+        "arguments_hash": record.arguments_hash,
+        "effects": record.effects,
+        "reason": record.reason,
+        "requested_by": record.requested_by,
+        "approver": record.approver,
+        "created_at": record.created_at,
+        "expires_at": record.expires_at,
+        "decided_by": record.decided_by,
+        "decided_at": record.decided_at,
+        "decision_reason": record.decision_reason,
+        "used_at": record.used_at,
+    }
+
+
+async def _store(request: Request) -> tuple[Gateway, Caller]:
+    caller = authenticate(request)
+    gateway = gateway_of(request)
+    try:
+        await gateway.ready()
+    except StoreError as exc:
+        raise store_error(exc) from None
+    return gateway, caller
+
+
+def _not_found(kind: str, ident: str) -> GatewayError:
+    return GatewayError(404, f"{kind} {ident!r} does not exist.", code=f"{kind.lower()}_not_found")
+
+
+def _visible(caller: Caller, owner: str | None) -> bool:
+    return caller.admin or owner == caller.name
+
+
+# --- approvals ------------------------------------------------------------------------------
+
+
+async def _list_approvals(request: Request) -> Response:
+    gateway, caller = await _store(request)
+    params = request.query_params
+    status = params.get("status")
+    if status is not None and status not in _STATUSES:
+        raise GatewayError(
+            400,
+            f"status must be one of {', '.join(_STATUSES)}, not {status!r}.",
+            param="status",
+        )
+    limit = _int_param(params.get("limit"), "limit", 100, 1, 1000)
+    now = time.time()
+    try:
+        records = await gateway.store.list_approvals(
+            status=cast("ApprovalStatus | None", status),
+            requested_by=None if caller.admin else caller.name,
+            run_id=params.get("run_id"),
+            now=now,
+            limit=limit,
+        )
+    except StoreError as exc:
+        raise store_error(exc) from None
+    if not caller.admin:
+        # On a keyed gateway a caller sees only the approvals its own runs asked for.
+        records = [r for r in records if r.requested_by == caller.name]
+    data = [approval_body(r, now) for r in records]
+    return json_response({"object": "list", "data": data})
+
+
+async def _get_approval(request: Request) -> Response:
+    gateway, caller = await _store(request)
+    ident: str = request.path_params["id"]
+    try:
+        record = await gateway.store.get_approval(ident)
+    except StoreError as exc:
+        raise store_error(exc) from None
+    if record is None or not _visible(caller, record.requested_by):
+        raise _not_found("Approval", ident)
+    return json_response(approval_body(record, time.time()))
+
+
+class DecisionRequest(BaseModel):
+    """`{"decision": "approve" | "deny", "reason": ...}`, or the Responses API's
+    `mcp_approval_response` fields `{"approve": true | false, "reason": ...}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "deny"] | None = None
+    approve: bool | None = None
+    reason: str | None = Field(default=None, max_length=2000)
+    type: Literal["mcp_approval_response"] | None = None
+    approval_request_id: str | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> DecisionRequest:
+        if (self.decision is None) == (self.approve is None):
+            raise ValueError(
+                'give "decision": "approve" or "deny" (or "approve": true/false), not both'
+            )
+        return self
+
+    @property
+    def approved(self) -> bool:
+        return self.decision == "approve" if self.decision is not None else bool(self.approve)
+
+
+def _may_decide(caller: Caller, record: ApprovalRecord) -> str | None:
+    """Why the caller may not decide `record`, or `None` when it may."""
+    if record.approver is not None and caller.key is not None and caller.name != record.approver:
+        return f"Tool {record.tool!r} must be approved by the key {record.approver!r}."
+    if caller.admin:
+        return None
+    assert caller.key is not None
+    if caller.key.approve == "any":
+        return None
+    if caller.key.approve == "own" and record.requested_by == caller.name:
+        return None
+    return (
+        f"The key {caller.name!r} may not decide this approval (its setting is "
+        f"approve: {caller.key.approve}); ask a key allowed to approve."
+    )
+
+
+async def _decide(request: Request) -> Response:
+    gateway, caller = await _store(request)
+    ident: str = request.path_params["id"]
+    body = validate_body(DecisionRequest, await read_json(request, limit=64 * 1024))
+    try:
+        record = await gateway.store.get_approval(ident)
+        if record is None or not (_visible(caller, record.requested_by) or _can_see_all(caller)):
+            raise _not_found("Approval", ident)
+        refusal = _may_decide(caller, record)
+        if refusal is not None:
+            raise GatewayError(403, refusal, code="approval_forbidden")
+        now = time.time()
+        status = record.effective_status(now)
+        if status != "pending":
+            hint = " (ask the model to call the tool again)" if status == "expired" else ""
+            raise GatewayError(
+                409,
+                f"Approval {ident!r} is {status}, not pending: it cannot be decided{hint}.",
+                code="approval_not_pending",
+            )
+        decided = replace(
+            record,
+            status="approved" if body.approved else "denied",
+            decided_by=caller.name or "anonymous",
+            decided_at=now,
+            decision_reason=body.reason,
+        )
+        if not await gateway.store.update_approval(decided, expect=("pending",)):
+            raise GatewayError(
+                409,
+                f"Approval {ident!r} was decided by another request at the same moment.",
+                code="approval_not_pending",
+            )
+        await gateway.store.append_audit(_decision_audit(decided, caller, request))
+    except StoreError as exc:
+        raise store_error(exc) from None
+    return json_response(approval_body(decided, now))
+
+
+def _can_see_all(caller: Caller) -> bool:
+    return caller.key is not None and caller.key.approve == "any"
+
+
+def _decision_audit(record: ApprovalRecord, caller: Caller, request: Request) -> AuditRecord:
+    return AuditRecord(
+        time=record.decided_at or time.time(),
+        event="finished",
+        tool=record.tool,
+        effects=record.effects,
+        arguments_hash=record.arguments_hash,
+        arguments=None,
+        call_id=record.call_id,
+        outcome=f"approval_{record.status}",
+        run_id=record.run_id,
+        key_name=caller.name,
+        approval_id=record.id,
+        approved_by=record.decided_by,
+        approved_at=record.decided_at,
+        request_id=request.headers.get("x-request-id"),
+    )
+
+
+# --- runs -----------------------------------------------------------------------------------
+
+
+def run_body(record: RunRecord, now: float) -> dict[str, Any]:
+    state = record.state
+    steps = []
+    for step in state.get("steps", []):
+        message = step.get("message", {})
+        steps.append(
+            {
+                "content": message.get("content"),
+                "tool_calls": message.get("tool_calls", []),
+                "tool_results": step.get("tool_results", []),
+                "finish_reason": step.get("finish_reason"),
+            }
+        )
+    return {
+        "object": "run",
+        "id": record.id,
+        "status": read_status(record, now),
+        "model": record.model,
+        "owner": record.owner,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "output": state.get("output"),
+        "steps": steps,
+        "pending_approvals": state.get("approvals", []),
+    }
+
+
+async def _get_run(request: Request) -> Response:
+    gateway, caller = await _store(request)
+    ident: str = request.path_params["id"]
+    try:
+        record = await gateway.store.get_run(ident)
+    except StoreError as exc:
+        raise store_error(exc) from None
+    if record is None or not _visible(caller, record.owner):
+        raise _not_found("Run", ident)
+    return json_response(run_body(record, time.time()))
+
+
+class ResumeRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+
+
+async def _resume(request: Request) -> Response:
+    gateway, caller = await _store(request)
+    ident: str = request.path_params["id"]
+    data = await read_json(request, limit=64 * 1024, allow_empty=True)
+    body = validate_body(ResumeRequest, data if data is not None else {})
+    try:
+        record = await gateway.store.get_run(ident)
+    except StoreError as exc:
+        raise store_error(exc) from None
+    if record is None or not _visible(caller, record.owner):
+        raise _not_found("Run", ident)
+    model_id = record.model or ""
+    agent = gateway.agents.get(model_id)
+    if agent is None:
+        raise GatewayError(
+            409,
+            f"Run {ident!r} was made with the model {model_id!r}, which this gateway no "
+            "longer routes; it cannot be resumed here.",
+            code="run_not_resumable",
+        )
+    ctx = caller.ctx
+    ctx.principal = record.owner
+    events = agent.resume_stream(ident, None, ctx, stream=body.stream)
+    try:
+        # The claim and the decision checks happen before the first event.
+        first = await anext(events)
+    except RunConflict as exc:
+        raise GatewayError(409, str(exc), code="run_not_resumable") from None
+    except StoreError as exc:
+        raise store_error(exc) from None
+
+    async def replay() -> Any:
+        yield first
+        async for event in events:
+            yield event
+
+    if body.stream:
+        include_usage = bool((body.stream_options or {}).get("include_usage"))
+        writer = ChunkWriter(id=new_completion_id(), model=model_id)
+        chunks = agent_stream(gateway, replay(), writer, include_usage=include_usage)
+        return await stream_response(chunks, {})
+    payload = await agent_complete(gateway, replay(), model_id)
+    return json_response(payload)
+
+
+# --- audit ----------------------------------------------------------------------------------
+
+
+def audit_body(record: AuditRecord) -> dict[str, Any]:
+    return {
+        "object": "audit.record",
+        "id": record.id,
+        "time": record.time,
+        "event": record.event,
+        "request_id": record.request_id,
+        "run_id": record.run_id,
+        "call_id": record.call_id,
+        "key_name": record.key_name,
+        "tool": record.tool,
+        "effects": record.effects,
+        "arguments_hash": record.arguments_hash,
+        "arguments": record.arguments,
+        "outcome": record.outcome,
+        "duration_ms": record.duration_ms,
+        "approval_id": record.approval_id,
+        "approved_by": record.approved_by,
+        "approved_at": record.approved_at,
+    }
+
+
+async def _audit(request: Request) -> Response:
+    gateway, caller = await _store(request)
+    if not caller.admin:
+        raise GatewayError(
+            403, "The audit log needs an admin key (keys[].admin: true).", code="admin_only"
+        )
+    params = request.query_params
+    query = AuditQuery(
+        tool=params.get("tool"),
+        key_name=params.get("key"),
+        outcome=params.get("outcome"),
+        run_id=params.get("run_id"),
+        since=_float_param(params.get("since"), "since"),
+        until=_float_param(params.get("until"), "until"),
+        after_id=_int_param(params.get("after"), "after", 0, 0, 2**62),
+        limit=_int_param(params.get("limit"), "limit", 100, 1, 1000),
+    )
+    try:
+        records = await gateway.store.list_audit(query)
+    except StoreError as exc:
+        raise store_error(exc) from None
+    data = [audit_body(r) for r in records]
+    has_more = len(records) == query.limit
+    return json_response(
+        {
+            "object": "list",
+            "data": data,
+            "has_more": has_more,
+            "last_id": records[-1].id if records else None,
+        }
+    )
+
+
+# --- parameters -----------------------------------------------------------------------------
+
+
+def _int_param(value: str | None, name: str, default: int, low: int, high: int) -> int:
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = low - 1
+    if not low <= number <= high:
+        raise GatewayError(
+            400, f"{name} must be an integer from {low} to {high}, not {value!r}.", param=name
+        )
+    return number
+
+
+def _float_param(value: str | None, name: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise GatewayError(
+            400, f"{name} must be a Unix time in seconds, not {value!r}.", param=name
+        ) from None
+
+
+routes = [
+    Route("/v1/approvals", _list_approvals, methods=["GET"]),
+    Route("/v1/approvals/{id}", _get_approval, methods=["GET"]),
+    Route("/v1/approvals/{id}", _decide, methods=["POST"]),
+    Route("/v1/runs/{id}", _get_run, methods=["GET"]),
+    Route("/v1/runs/{id}/resume", _resume, methods=["POST"]),
+    Route("/v1/audit", _audit, methods=["GET"]),
+]

@@ -1,0 +1,421 @@
+"""Crashes and replicas, with real processes: `toolwire serve` killed with SIGKILL and
+started again on the same SQLite file; two gateways sharing one Redis; Redis going away.
+
+Each gateway is a subprocess in front of the test's fake OpenAI server. The server tools
+write what they really did to a file, so a test can tell what ran, and how often.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from chat_support import native_upstream
+from live import LiveServer
+from server_support import config_with
+
+from fakes.openai_server import FakeOpenAIServer, completion, tool_call
+from toolwire.server import create_app
+
+TOOLS = '''
+import os
+import time
+
+from toolwire import tool
+
+
+def _log(line: str) -> None:
+    with open(os.environ["DURABLE_SIDE_EFFECTS"], "a") as f:
+        f.write(line + "\\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@tool(effects="destructive")
+def delete_application(app_name: str) -> str:
+    """Delete an application."""
+    _log(f"delete {app_name}")
+    return f"deleted {app_name}"
+
+
+@tool(effects="write", timeout=120)
+def slow_write(name: str) -> str:
+    """Write a record; takes a long time."""
+    _log(f"started {name}")
+    time.sleep(60)
+    _log(f"finished {name}")
+    return "written"
+
+
+@tool(cache_ttl=60)
+def cached_lookup(key: str) -> dict[str, str]:
+    """Look a key up (slowly, so its results are cached)."""
+    _log(f"lookup {key}")
+    return {"key": key, "value": key.upper()}
+'''
+
+ASK = [{"role": "user", "content": "Delete demo-app."}]
+
+
+class Gateway:
+    """`toolwire serve` as a subprocess; `kill()` is SIGKILL, as a crash."""
+
+    def __init__(self, config: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "toolwire.cli.main", "serve", "-c", str(config), "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        assert self.proc.stdout is not None
+        seen: list[str] = []
+        for line in self.proc.stdout:
+            seen.append(line)
+            match = re.search(r"listening on (http://\S+)/v1", line)
+            if match:
+                self.url = match.group(1)
+                break
+        else:
+            raise AssertionError("toolwire serve did not start:\n" + "".join(seen))
+        # Drain the rest of the output so the pipe never fills up.
+        self._drain = threading.Thread(target=self.proc.stdout.read, daemon=True)
+        self._drain.start()
+        with httpx.Client(timeout=5) as http:
+            for _ in range(500):
+                with contextlib.suppress(httpx.TransportError):
+                    if http.get(f"{self.url}/healthz").status_code == 200:
+                        return
+                threading.Event().wait(0.01)
+        raise AssertionError("toolwire serve never answered /healthz")
+
+    def http(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=15)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self._close()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.send_signal(signal.SIGKILL)
+        self._close()
+
+    def _close(self) -> None:
+        self.proc.wait(timeout=10)
+        self._drain.join(timeout=10)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """The tool module and the environment of a gateway process."""
+    (tmp_path / "durable_tools.py").write_text(TOOLS)
+    env = {
+        **os.environ,
+        "DURABLE_SIDE_EFFECTS": str(tmp_path / "side_effects.txt"),
+        "TOOLWIRE_LOG_LEVEL": "warning",
+        "NO_COLOR": "1",
+        "COLUMNS": "200",
+    }
+    env.pop("TOOLWIRE_STORE", None)
+    return tmp_path, env
+
+
+def _config(tmp_path: Path, upstream: str, store: str) -> Path:
+    path = tmp_path / "toolwire.yaml"
+    config = {
+        "upstream": native_upstream(upstream),
+        "server_tools": {"modules": [str(tmp_path / "durable_tools.py")]},
+        "store": store,
+    }
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+def _side_effects(tmp_path: Path) -> list[str]:
+    path = tmp_path / "side_effects.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _pause(gateway: Gateway, openai_server: FakeOpenAIServer) -> dict[str, Any]:
+    openai_server.reply(
+        completion(tool_calls=[tool_call("delete_application", {"app_name": "demo-app"})])
+    )
+    with gateway.http() as http:
+        response = http.post("/v1/chat/completions", json={"model": "gpt", "messages": ASK})
+    assert response.status_code == 200, response.text
+    extension: dict[str, Any] = response.json()["toolwire"]
+    assert extension["status"] == "awaiting_approval"
+    return extension
+
+
+# --- SQLite, one node, kill -9 ----------------------------------------------------------------
+
+
+def test_a_pending_approval_survives_kill_9_and_resumes_once(
+    setup: tuple[Path, dict[str, str]], openai_server: FakeOpenAIServer
+) -> None:
+    tmp_path, env = setup
+    config = _config(tmp_path, openai_server.base_url, f"sqlite:///{tmp_path / 'state.db'}")
+    first = Gateway(config, env)
+    try:
+        extension = _pause(first, openai_server)
+    finally:
+        first.kill()
+
+    second = Gateway(config, env)
+    try:
+        approval_id = extension["pending_approvals"][0]["id"]
+        with second.http() as http:
+            listed = http.get("/v1/approvals", params={"status": "pending"}).json()["data"]
+            assert approval_id in [a["id"] for a in listed]
+            decided = http.post(f"/v1/approvals/{approval_id}", json={"decision": "approve"})
+            assert decided.status_code == 200, decided.text
+            openai_server.reply(completion("demo-app is deleted."))
+            resumed = http.post(f"/v1/runs/{extension['run_id']}/resume")
+            assert resumed.status_code == 200, resumed.text
+            assert resumed.json()["choices"][0]["message"]["content"] == "demo-app is deleted."
+            assert http.post(f"/v1/runs/{extension['run_id']}/resume").status_code == 409
+    finally:
+        second.stop()
+    assert _side_effects(tmp_path) == ["delete demo-app"]
+
+
+def test_a_write_cut_by_kill_9_is_interrupted_and_never_rerun(
+    setup: tuple[Path, dict[str, str]], openai_server: FakeOpenAIServer
+) -> None:
+    tmp_path, env = setup
+    config = _config(tmp_path, openai_server.base_url, f"sqlite:///{tmp_path / 'state.db'}")
+    openai_server.reply(completion(tool_calls=[tool_call("slow_write", {"name": "order-7"})]))
+    first = Gateway(config, env)
+
+    def ask() -> None:
+        with contextlib.suppress(httpx.TransportError), first.http() as http:
+            http.post(
+                "/v1/chat/completions",
+                json={"model": "gpt", "messages": [{"role": "user", "content": "write"}]},
+            )
+
+    client = threading.Thread(target=ask, daemon=True)
+    client.start()
+    for _ in range(1000):
+        if _side_effects(tmp_path):
+            break
+        threading.Event().wait(0.01)
+    assert _side_effects(tmp_path) == ["started order-7"]
+    first.kill()
+    client.join(timeout=10)
+
+    second = Gateway(config, env)
+    try:
+        with second.http() as http:
+            records = http.get("/v1/audit", params={"tool": "slow_write"}).json()["data"]
+            assert [r["event"] for r in records] == ["started"]
+            started = records[0]
+            assert started["arguments"] == {"name": "order-7"}
+            run = http.get(f"/v1/runs/{started['run_id']}").json()
+            assert run["status"] == "interrupted"
+        threading.Event().wait(0.5)
+    finally:
+        second.stop()
+    # At most once: nothing ran it again, before or after the restart.
+    assert _side_effects(tmp_path) == ["started order-7"]
+
+
+def test_a_store_that_cannot_be_opened_stops_the_start_with_one_line(
+    setup: tuple[Path, dict[str, str]], openai_server: FakeOpenAIServer
+) -> None:
+    tmp_path, env = setup
+    not_a_db = tmp_path / "state.db"
+    not_a_db.write_text("this is not a SQLite database\n" * 100)
+    config = _config(tmp_path, openai_server.base_url, f"sqlite:///{not_a_db}")
+    out = subprocess.run(
+        [sys.executable, "-m", "toolwire.cli.main", "serve", "-c", str(config), "--port", "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr + out.stdout
+    [line] = out.stderr.strip().splitlines()
+    assert str(not_a_db) in line
+
+
+# --- two replicas on one Redis ------------------------------------------------------------------
+
+
+@pytest.fixture
+def redis_store(redis_url: str) -> Iterator[str]:
+    """The shared Redis under a key prefix of its own, deleted afterwards."""
+    import redis
+
+    prefix = f"tw-test-{uuid.uuid4().hex[:8]}:"
+    yield f"{redis_url}?prefix={prefix}"
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*"))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+def test_two_replicas_share_approvals_runs_and_the_cache(
+    setup: tuple[Path, dict[str, str]], openai_server: FakeOpenAIServer, redis_store: str
+) -> None:
+    tmp_path, env = setup
+    config = _config(tmp_path, openai_server.base_url, redis_store)
+    a, b = Gateway(config, env), Gateway(config, env)
+    try:
+        extension = _pause(a, openai_server)
+        approval_id = extension["pending_approvals"][0]["id"]
+
+        # Two people approve at the same moment, one through each replica.
+        barrier = threading.Barrier(2)
+        statuses: list[int] = []
+
+        def decide(gateway: Gateway) -> None:
+            with gateway.http() as http:
+                barrier.wait()
+                reply = http.post(f"/v1/approvals/{approval_id}", json={"decision": "approve"})
+                statuses.append(reply.status_code)
+
+        threads = [threading.Thread(target=decide, args=(g,)) for g in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(statuses) == [200, 409]
+
+        openai_server.reply(completion("Deleted."))
+        with b.http() as http:
+            assert http.get(f"/v1/approvals/{approval_id}").json()["status"] == "approved"
+            resumed = http.post(f"/v1/runs/{extension['run_id']}/resume")
+            assert resumed.status_code == 200, resumed.text
+        with a.http() as http:
+            assert http.post(f"/v1/runs/{extension['run_id']}/resume").status_code == 409
+            assert http.get(f"/v1/runs/{extension['run_id']}").json()["status"] == "completed"
+
+        # A read tool's cached result made through A is served by B.
+        arguments = {"arguments": {"key": "k1"}}
+        with a.http() as http:
+            first = http.post("/v1/tools/cached_lookup/invoke", json=arguments).json()
+        with b.http() as http:
+            second = http.post("/v1/tools/cached_lookup/invoke", json=arguments).json()
+        assert (first["cached"], second["cached"]) == (False, True)
+        assert second["result"] == {"key": "k1", "value": "K1"}
+    finally:
+        a.stop()
+        b.stop()
+    assert _side_effects(tmp_path) == ["delete demo-app", "lookup k1"]
+
+
+# --- Redis going away ------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A Redis server of this test's own, so the test can stop it."""
+    import shutil
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("redis-server is not installed (CI=true requires it)")
+        pytest.skip("redis-server is not installed")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    for _ in range(500):
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.1):
+            break
+        threading.Event().wait(0.01)
+    try:
+        yield url, proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_without_redis_stateful_requests_are_503_and_the_rest_works(
+    setup: tuple[Path, dict[str, str]],
+    openai_server: FakeOpenAIServer,
+    private_redis: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    tmp_path, env = setup
+    os.environ["DURABLE_SIDE_EFFECTS"] = env["DURABLE_SIDE_EFFECTS"]
+    sys.path.insert(0, str(tmp_path))
+    url, redis_proc = private_redis
+    config = config_with(
+        upstream=native_upstream(openai_server.base_url),
+        server_tools={"modules": ["durable_tools"]},
+        store=url,
+    )
+    try:
+        with (
+            LiveServer(create_app(config)) as live,
+            httpx.Client(base_url=live.url, timeout=15) as http,
+        ):
+            invoke = {"arguments": {"key": "k2"}}
+            assert http.post("/v1/tools/cached_lookup/invoke", json=invoke).status_code == 200
+
+            redis_proc.kill()
+            redis_proc.wait()
+
+            # A question the model answers without tools needs no state.
+            openai_server.reply(completion("Hello!"))
+            hello = http.post(
+                "/v1/chat/completions",
+                json={"model": "gpt", "messages": [{"role": "user", "content": "hi"}]},
+            )
+            assert hello.status_code == 200, hello.text
+            assert hello.json()["choices"][0]["message"]["content"] == "Hello!"
+
+            for response in (
+                http.post("/v1/tools/cached_lookup/invoke", json=invoke),
+                http.get("/v1/approvals"),
+            ):
+                assert response.status_code == 503, response.text
+                error = response.json()["error"]
+                assert error["code"] == "store_unavailable"
+                assert "unavailable" in error["message"]
+
+            openai_server.reply(completion(tool_calls=[tool_call("cached_lookup", {"key": "k3"})]))
+            stateful = http.post("/v1/chat/completions", json={"model": "gpt", "messages": ASK})
+            assert stateful.status_code == 503, stateful.text
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("durable_tools", None)
+        del os.environ["DURABLE_SIDE_EFFECTS"]
