@@ -371,3 +371,33 @@ def test_parameters_is_the_deprecated_spelling_of_input_schema(base: str) -> Non
     assert old.input_schema == ORDER_SCHEMA
     assert old.to_tool().input_schema == ORDER_SCHEMA
     assert order_tool(base, allow=("path",)).to_tool().allow == ("path",)
+
+
+def test_http_tool_config_carries_allow_approver_and_audit_arguments() -> None:
+    from toolwire.server.gateway import load_server_tools
+
+    config = config_with(
+        server_tools={
+            "http": [
+                {
+                    "name": "drop_table",
+                    "endpoint": "http://127.0.0.1:9/api/tables/{table}",
+                    "method": "DELETE",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"table": {"type": "string"}, "token": {"type": "string"}},
+                        "required": ["table"],
+                    },
+                    "effects": "destructive",
+                    "allow": ["dropped"],
+                    "approver": "dba",
+                    "audit_arguments": ["table"],
+                }
+            ]
+        }
+    )
+    tools, problems = load_server_tools(config.server_tools)
+    assert problems == []
+    assert tools is not None
+    [tool] = tools.provider.tools
+    assert (tool.allow, tool.approver, tool.audit_arguments) == (("dropped",), "dba", ("table",))

@@ -195,6 +195,13 @@ class HttpToolConfig(_Section):
     effects: Literal["read", "write", "destructive"] = "read"
     timeout: float | None = Field(default=None, gt=0)
     scopes: list[str] = Field(default_factory=list)
+    allow: list[str] | None = None
+    """Fields of the JSON answer that may reach the model; all of them by default."""
+    approver: str | None = None
+    """For a destructive tool: the key (by name) that must approve its calls."""
+    audit_arguments: list[str] | None = None
+    """Arguments whose values the audit log may record; by default every argument whose
+    name does not look like a secret."""
 
     @field_validator("method", mode="before")
     @classmethod

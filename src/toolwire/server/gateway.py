@@ -85,6 +85,11 @@ def load_server_tools(
                 effects=h.effects,
                 timeout=h.timeout,
                 scopes=tuple(h.scopes),
+                allow=tuple(h.allow) if h.allow is not None else None,
+                approver=h.approver,
+                audit_arguments=(
+                    tuple(h.audit_arguments) if h.audit_arguments is not None else None
+                ),
             )
             for h in config.http
         )

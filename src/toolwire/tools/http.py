@@ -80,6 +80,10 @@ class HttpTool:
     scopes: tuple[str, ...] = ()
     allow: tuple[str, ...] | None = None
     """Fields of the JSON answer that may reach the model (see `Tool.allow`)."""
+    approver: str | None = None
+    """The gateway key that must approve calls of a destructive HTTP tool (`Tool.approver`)."""
+    audit_arguments: tuple[str, ...] | None = None
+    """Arguments the audit log may record (`Tool.audit_arguments`)."""
     parameters: InitVar[dict[str, Any] | None] = None
     """Deprecated spelling of `input_schema`."""
 
@@ -111,6 +115,10 @@ class HttpTool:
             timeout=self.timeout,
             scopes=tuple(self.scopes),
             allow=tuple(self.allow) if self.allow is not None else None,
+            approver=self.approver,
+            audit_arguments=(
+                tuple(self.audit_arguments) if self.audit_arguments is not None else None
+            ),
         )
 
     @property
