@@ -7,10 +7,13 @@ classes (`BadRequestError`, `AuthenticationError`, `NotFoundError`, ...).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["GatewayError", "error_body"]
+from toolwire.models.base import ModelError
+from toolwire.store.base import StoreError, StoreUnavailable
+
+__all__ = ["GatewayError", "error_body", "store_error", "upstream_error"]
 
 
 class GatewayError(Exception):
@@ -57,3 +60,37 @@ def error_body(
 ) -> dict[str, Any]:
     """The OpenAI error JSON shape."""
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def upstream_error(exc: ModelError, redact: Callable[[str], str] = str) -> GatewayError:
+    """A `ModelError` as the gateway's answer: an upstream 4xx relayed with its status and
+    body, anything else (unreachable, 5xx after retries) a 502. `redact` masks the upstream
+    key in the message (an upstream may echo it)."""
+    status = exc.status
+    body = exc.body or {}
+    if status is not None and 400 <= status < 500:
+        return GatewayError(
+            status,
+            redact(str(body.get("message") or exc)),
+            type=str(body.get("type") or "invalid_request_error"),
+            param=_opt_str(body.get("param")),
+            code=_opt_str(body.get("code")),
+        )
+    return GatewayError(502, redact(str(exc)), type="upstream_error", code="upstream_unavailable")
+
+
+def store_error(exc: StoreError) -> GatewayError:
+    """The state store failed: 503 when it is unreachable (retry later), else 500."""
+    if isinstance(exc, StoreUnavailable):
+        return GatewayError(
+            503,
+            f"The gateway's state store is unavailable, and this request needs it: {exc}",
+            type="server_error",
+            code="store_unavailable",
+            headers={"Retry-After": "5"},
+        )
+    return GatewayError(500, f"The gateway's state store failed: {exc}", type="server_error")
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)

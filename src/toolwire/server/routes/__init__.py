@@ -1,5 +1,2 @@
-"""toolwire's own REST routes (approvals, runs, audit)."""
-
-from toolwire.server.routes.runs import routes
-
-__all__ = ["routes"]
+"""toolwire's own REST routes and the probes: `tools`, `runs` (approvals, runs, audit),
+`probes`."""

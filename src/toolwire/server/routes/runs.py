@@ -29,13 +29,13 @@ from starlette.routing import Route
 from toolwire.agent.agent import RunConflict
 from toolwire.agent.journal import read_status
 from toolwire.server.caller import Caller, authenticate, gateway_of
-from toolwire.server.chat import stream_response
-from toolwire.server.chat_agent import agent_complete, agent_stream, store_error
-from toolwire.server.chat_wire import ChunkWriter, new_completion_id
-from toolwire.server.errors import GatewayError
+from toolwire.server.errors import GatewayError, store_error
 from toolwire.server.gateway import Gateway
+from toolwire.server.protocols.chat_completions.agent_path import agent_complete, agent_stream
+from toolwire.server.protocols.chat_completions.wire import ChunkWriter, new_completion_id
 from toolwire.server.requests import read_json, validate_body
 from toolwire.server.responses import json_response
+from toolwire.server.streaming import stream_response
 from toolwire.store.base import (
     ApprovalRecord,
     ApprovalStatus,

@@ -15,42 +15,41 @@ the runner execute, the wire module writes.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
+from starlette.routing import Route
 
 from toolwire.agent.result import RunResult
 from toolwire.models import Model, ModelError, ModelResponse
 from toolwire.parsing.events import ContentDelta, ToolCallArgsDelta
 from toolwire.parsing.events import ReasoningDelta as ModelReasoningDelta
 from toolwire.parsing.events import ToolCallStart as ModelToolCallStart
-from toolwire.server.chat_agent import (
+from toolwire.server.caller import authenticate, gateway_of
+from toolwire.server.errors import error_body, store_error, upstream_error
+from toolwire.server.gateway import Gateway
+from toolwire.server.memory import remember_steps, restore_steps
+from toolwire.server.protocols.chat_completions.agent_path import (
     agent_complete,
     agent_stream,
-    store_error,
-    upstream_error,
 )
-from toolwire.server.chat_request import ChatRequest, parse_chat_request
-from toolwire.server.chat_wire import (
+from toolwire.server.protocols.chat_completions.request import ChatRequest, parse_chat_request
+from toolwire.server.protocols.chat_completions.wire import (
     DONE,
     ChunkWriter,
     completion_body,
     new_completion_id,
 )
-from toolwire.server.errors import error_body
-from toolwire.server.gateway import Gateway
-from toolwire.server.memory import remember_steps, restore_steps
 from toolwire.server.requests import read_json
 from toolwire.server.responses import json_response
+from toolwire.server.streaming import stream_response, unless_disconnected
 from toolwire.store.base import StoreError
 from toolwire.tools import ToolContext
 
-__all__ = ["DROPPED_HEADER", "ClientGone", "chat_completions", "upstream_error"]
+__all__ = ["DROPPED_HEADER", "chat_completions", "routes"]
 
 logger = logging.getLogger("toolwire.server")
 
@@ -84,22 +83,8 @@ async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext)
         writer = ChunkWriter(id=new_completion_id(), model=chat.model)
         body = _direct_stream(model, chat, writer, gateway.redact)
         return await stream_response(body, headers)
-    payload = await _unless_disconnected(request, _direct_complete(model, chat, gateway.redact))
+    payload = await unless_disconnected(request, _direct_complete(model, chat, gateway.redact))
     return json_response(payload, headers=headers)
-
-
-async def stream_response(body: AsyncIterator[bytes], headers: dict[str, str]) -> Response:
-    """An SSE response. It waits for the first chunk before answering, so a failure that
-    happens before anything was streamed still gets a real HTTP status."""
-    first = await _first(body)
-    return StreamingResponse(
-        _chain(first, body),
-        media_type="text/event-stream",
-        headers={**headers, "cache-control": "no-cache", "x-accel-buffering": "no"},
-    )
-
-
-# --- direct: one model turn ----------------------------------------------------------------
 
 
 async def _direct_complete(
@@ -198,7 +183,7 @@ async def _agent_response(
             on_done=on_done,
             resume=lambda run_id: agent.resume_stream(run_id, None, ctx, stream=True),
         )
-    return await _unless_disconnected(
+    return await unless_disconnected(
         request, agent_complete(gateway, events, chat.model, on_done=on_done)
     )
 
@@ -211,66 +196,9 @@ def _error_payload(exc: ModelError, redact: Callable[[str], str]) -> dict[str, A
     return error_body(error.message, type=error.type, param=error.param, code=error.code)
 
 
-# --- plumbing -------------------------------------------------------------------------------
+async def _endpoint(request: Request) -> Response:
+    caller = authenticate(request)
+    return await chat_completions(request, gateway_of(request), caller.ctx)
 
 
-_END = object()
-
-
-async def _first(stream: AsyncIterator[bytes]) -> bytes | object:
-    try:
-        return await anext(stream)
-    except StopAsyncIteration:
-        return _END
-
-
-async def _chain(first: bytes | object, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    # The stream is closed explicitly when the client goes away (Starlette cancels this
-    # generator), so the upstream request and running tools are cancelled at once.
-    try:
-        if first is _END:
-            return
-        assert isinstance(first, bytes)
-        yield first
-        async for chunk in rest:
-            yield chunk
-    finally:
-        aclose = getattr(rest, "aclose", None)
-        if aclose is not None:
-            with contextlib.suppress(Exception):
-                await aclose()
-
-
-async def _unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """Run `work`, cancelling it if the client disconnects first (Starlette does not
-    cancel a handler whose client went away).
-
-    Raises:
-        ClientGone: The client disconnected; `work` was cancelled.
-    """
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
-    except BaseException:
-        task.cancel()
-        raise
-    finally:
-        watcher.cancel()
-    if not task.done():
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        raise ClientGone
-    return task.result()
-
-
-class ClientGone(Exception):
-    """The client disconnected before the answer was ready."""
-
-
-async def _disconnected(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
+routes = [Route("/v1/chat/completions", _endpoint, methods=["POST"])]

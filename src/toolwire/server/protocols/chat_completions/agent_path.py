@@ -30,7 +30,9 @@ from toolwire.agent import (
 )
 from toolwire.agent.result import PendingApproval, RunResult
 from toolwire.models import AssistantMessage, FinishReason, ModelError
-from toolwire.server.chat_wire import (
+from toolwire.server.errors import error_body, store_error, upstream_error
+from toolwire.server.gateway import Gateway
+from toolwire.server.protocols.chat_completions.wire import (
     DONE,
     ChunkWriter,
     completion_body,
@@ -38,9 +40,7 @@ from toolwire.server.chat_wire import (
     result_json,
     tool_calls_json,
 )
-from toolwire.server.errors import GatewayError, error_body
-from toolwire.server.gateway import Gateway
-from toolwire.store.base import StoreError, StoreUnavailable
+from toolwire.store.base import StoreError
 
 __all__ = [
     "TURN_SEPARATOR",
@@ -48,8 +48,6 @@ __all__ = [
     "agent_stream",
     "approval_json",
     "run_extension",
-    "store_error",
-    "upstream_error",
 ]
 
 logger = logging.getLogger("toolwire.server")
@@ -291,36 +289,6 @@ def run_extension(result: RunResult) -> dict[str, Any]:
 # --- errors -------------------------------------------------------------------------------
 
 
-def upstream_error(exc: ModelError, redact: Callable[[str], str] = str) -> GatewayError:
-    """A `ModelError` as the gateway's answer: an upstream 4xx relayed with its status and
-    body, anything else (unreachable, 5xx after retries) a 502. `redact` masks the upstream
-    key in the message (an upstream may echo it)."""
-    status = exc.status
-    body = exc.body or {}
-    if status is not None and 400 <= status < 500:
-        return GatewayError(
-            status,
-            redact(str(body.get("message") or exc)),
-            type=str(body.get("type") or "invalid_request_error"),
-            param=_opt_str(body.get("param")),
-            code=_opt_str(body.get("code")),
-        )
-    return GatewayError(502, redact(str(exc)), type="upstream_error", code="upstream_unavailable")
-
-
-def store_error(exc: StoreError) -> GatewayError:
-    """The state store failed: 503 when it is unreachable (retry later), else 500."""
-    if isinstance(exc, StoreUnavailable):
-        return GatewayError(
-            503,
-            f"The gateway's state store is unavailable, and this request needs it: {exc}",
-            type="server_error",
-            code="store_unavailable",
-            headers={"Retry-After": "5"},
-        )
-    return GatewayError(500, f"The gateway's state store failed: {exc}", type="server_error")
-
-
 def _failure(gateway: Gateway, exc: BaseException) -> Exception:
     if isinstance(exc, ModelError):
         return upstream_error(exc, gateway.redact)
@@ -340,7 +308,3 @@ def _failure_payload(exc: BaseException, redact: Callable[[str], str]) -> dict[s
     return error_body(
         "The gateway failed while running the request; see its log.", type="server_error"
     )
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else str(value)

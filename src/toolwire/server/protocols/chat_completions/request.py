@@ -2,9 +2,9 @@
 
 Everything a client can get wrong is refused here with an OpenAI-shaped 400 naming the
 field and what to send instead, so a bad request never reaches the upstream. The scalar
-fields go through one strict pydantic validation; the messages (see
-`toolwire.server.transcript`) and the tools are checked by hand in one pass each, which is
-both faster and gives sharper messages than pydantic's union errors.
+fields go through one strict pydantic validation; the messages (see `transcript`) and the
+tools are checked by hand in one pass each, which is both faster and gives sharper messages
+than pydantic's union errors.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from toolwire.models.base import ModelSettings, ToolChoice
 from toolwire.models.messages import Message
 from toolwire.server.config import Dialect, LimitsConfig
+from toolwire.server.protocols.chat_completions.transcript import field_error as _bad
+from toolwire.server.protocols.chat_completions.transcript import json_type, parse_messages
+from toolwire.server.protocols.chat_completions.transcript import shown as _shown
 from toolwire.server.requests import validate_body
-from toolwire.server.transcript import field_error as _bad
-from toolwire.server.transcript import json_type, parse_messages
-from toolwire.server.transcript import shown as _shown
 from toolwire.tools.tool import Tool
 
 __all__ = ["ChatRequest", "parse_chat_request"]
