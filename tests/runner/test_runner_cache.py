@@ -118,3 +118,81 @@ async def test_memory_cache_is_bounded(clock: Clock) -> None:
     await cache.set("c", b"3", 10)
     assert (await cache.get("a"), await cache.get("b"), await cache.get("c")) == (b"1", None, b"3")
     assert len(cache) == 2
+
+
+# --- whose result: the cache never hands one caller's data to another ----------------------
+
+
+def identity_runner() -> tuple[ToolRunner, list[str]]:
+    runs: list[str] = []
+
+    @tool(cache_ttl=60)
+    def my_orders(ctx: ToolContext) -> dict[str, object]:
+        """The caller's own orders, fetched with the caller's token."""
+        runs.append(f"{ctx.principal}/{ctx.auth_token}/{sorted(ctx.scopes)}")
+        return {"token": ctx.auth_token, "principal": ctx.principal, "scopes": sorted(ctx.scopes)}
+
+    @tool(cache_ttl=60, cache_shared=True)
+    def exchange_rate(currency: str) -> float:
+        """The same for everyone."""
+        runs.append(f"rate {currency}")
+        return 1.1
+
+    return ToolRunner(Toolbox([my_orders, exchange_rate])), runs
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (ToolContext(auth_token="alice-token"), ToolContext(auth_token="bob-token")),
+        (
+            ToolContext(principal="portal", auth_token="end-user-1"),
+            ToolContext(principal="portal", auth_token="end-user-2"),
+        ),
+        (ToolContext(principal="alice"), ToolContext(principal="bob")),
+        (
+            ToolContext(principal="k", scopes=frozenset({"orders"})),
+            ToolContext(principal="k", scopes=frozenset({"orders", "admin"})),
+        ),
+    ],
+    ids=["open gateway, two tokens", "one key, two forwarded tokens", "two keys", "two scopes"],
+)
+async def test_a_cached_result_is_only_reused_for_the_same_caller(
+    first: ToolContext, second: ToolContext
+) -> None:
+    runner, runs = identity_runner()
+    a = await runner.exec(call("my_orders", "{}"), first)
+    b = await runner.exec(call("my_orders", "{}"), second)
+    again = await runner.exec(call("my_orders", "{}"), first)
+
+    assert len(runs) == 2
+    assert a.result != b.result
+    assert b.result["token"] == second.auth_token
+    assert again.cached
+    assert again.result == a.result
+
+
+async def test_a_shared_result_is_reused_across_callers() -> None:
+    runner, runs = identity_runner()
+    await runner.exec(call("exchange_rate", '{"currency": "EUR"}'), ToolContext(principal="a"))
+    shared = await runner.exec(
+        call("exchange_rate", '{"currency": "EUR"}'), ToolContext(principal="b")
+    )
+    assert shared.cached
+    assert runs == ["rate EUR"]
+
+
+def test_the_cache_key_never_holds_the_token() -> None:
+    from toolwire.runner.cache import cache_key
+
+    key = cache_key("my_orders", {}, ToolContext(principal="p", auth_token="secret-token-123"))
+    assert "secret-token-123" not in key
+
+
+def test_cache_shared_needs_a_ttl() -> None:
+    with pytest.raises(ToolDefinitionError, match="cache_shared"):
+
+        @tool(cache_shared=True)
+        def f() -> int:
+            """F."""
+            return 1

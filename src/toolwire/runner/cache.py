@@ -6,12 +6,15 @@ SQLite or Redis store can replace the in-memory one without touching the runner.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import orjson
+
+from toolwire.tools.context import ToolContext
 
 __all__ = ["MemoryResultCache", "ResultCache", "cache_key"]
 
@@ -68,11 +71,22 @@ class MemoryResultCache:
         self._entries.clear()
 
 
-def cache_key(tool_name: str, arguments: dict[str, Any], principal: str | None) -> str:
-    """A key from the tool, its canonical arguments and the caller.
+def cache_key(
+    tool_name: str, arguments: dict[str, Any], ctx: ToolContext, *, shared: bool = False
+) -> str:
+    """A key from the tool, its canonical arguments and who is calling.
 
-    The caller is part of the key because a read tool may answer with the caller's own data
-    (for example through the forwarded auth token); one caller must never get another's.
+    A read tool may answer with the caller's own data: through the forwarded token (an
+    HTTP tool with `forward_auth`), by the key's name, or by what the key's scopes allow.
+    So unless the tool declares its results `cache_shared`, the key holds a digest of all
+    of them: two callers, or one gateway key forwarding two end users' tokens, never get
+    each other's result. The token itself is never part of the key (it may be stored in a
+    shared cache), only its hash.
     """
     canonical = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS).decode()
-    return f"{tool_name}\x1f{principal or ''}\x1f{canonical}"
+    if shared:
+        return f"{tool_name}\x1fshared\x1f{canonical}"
+    who = "\x1f".join(
+        (ctx.principal or "", ctx.auth_token or "", ",".join(sorted(ctx.scopes)))
+    ).encode()
+    return f"{tool_name}\x1f{hashlib.sha256(who).hexdigest()}\x1f{canonical}"

@@ -303,7 +303,7 @@ class ToolRunner:
 
         key: str | None = None
         if tool.cache_ttl is not None and tool.effects == "read":
-            key = cache_key(name, args, ctx.principal)
+            key = cache_key(name, args, ctx, shared=tool.cache_shared)
             hit = await self.cache.get(key)
             if hit is not None:
                 return ToolResult.ok(

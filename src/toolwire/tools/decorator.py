@@ -48,6 +48,7 @@ def tool(
     effects: Effects = "read",
     timeout: float | None = None,
     cache_ttl: float | None = None,
+    cache_shared: bool = False,
     allow: Sequence[str] | None = None,
     scopes: Sequence[str] = (),
     approver: str | None = None,
@@ -64,6 +65,7 @@ def tool(
     effects: Effects = "read",
     timeout: float | None = None,
     cache_ttl: float | None = None,
+    cache_shared: bool = False,
     allow: Sequence[str] | None = None,
     scopes: Sequence[str] = (),
     approver: str | None = None,
@@ -83,6 +85,9 @@ def tool(
         effects: `"read"`, `"write"` or `"destructive"` (destructive tools need approval).
         timeout: Seconds before the runner stops waiting; `None` uses the policy default.
         cache_ttl: Seconds a result may be reused for identical arguments (read tools only).
+        cache_shared: The result is the same for every caller: reuse it across callers.
+            By default a result is reused only for the same caller (key, forwarded token,
+            scopes).
         allow: Result fields that may reach the model; defaults to the fields of the
             declared return type when it is a pydantic model, TypedDict or dataclass.
         scopes: Permissions the caller needs (`ToolContext.scopes`).
@@ -105,6 +110,7 @@ def tool(
             effects=effects,
             timeout=timeout,
             cache_ttl=cache_ttl,
+            cache_shared=cache_shared,
             allow=allow,
             scopes=scopes,
             approver=approver,
@@ -128,6 +134,7 @@ def _build(
     scopes: Sequence[str],
     approver: str | None = None,
     audit_arguments: Sequence[str] | None = None,
+    cache_shared: bool = False,
 ) -> FunctionTool[P, R]:
     if isinstance(fn, FunctionTool):
         fn = fn.fn
@@ -162,6 +169,7 @@ def _build(
         effects=effects,
         timeout=timeout,
         cache_ttl=cache_ttl,
+        cache_shared=cache_shared,
         allow=tuple(allow) if allow is not None else None,
         result_fields=schema.result_fields,
         scopes=tuple(scopes),

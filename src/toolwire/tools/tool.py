@@ -132,6 +132,10 @@ class Tool:
     """Seconds before the runner gives up (`timeout`); `None` uses the policy default."""
     cache_ttl: float | None = None
     """Seconds a result may be reused for identical arguments; read tools only."""
+    cache_shared: bool = False
+    """The result is the same for every caller, so the cache may hand one caller's result
+    to another. By default a cached result is reused only for the same caller (key name,
+    forwarded token and scopes)."""
     allow: tuple[str, ...] | None = None
     """Result fields that may reach the model; `None` means the declared result fields, if any."""
     result_fields: tuple[str, ...] | None = None
@@ -189,6 +193,10 @@ class Tool:
             )
         object.__setattr__(self, "parameters", params)
         object.__setattr__(self, "input_schema", schema)
+        if self.cache_shared and self.cache_ttl is None:
+            raise ToolDefinitionError(
+                f"Tool {self.name!r}: cache_shared only matters with cache_ttl; set both."
+            )
         if self.cache_ttl is not None and self.effects != "read":
             raise ToolDefinitionError(
                 f"Tool {self.name!r}: cache_ttl is only allowed for read tools "
