@@ -401,3 +401,40 @@ def test_http_tool_config_carries_allow_approver_and_audit_arguments() -> None:
     assert tools is not None
     [tool] = tools.provider.tools
     assert (tool.allow, tool.approver, tool.audit_arguments) == (("dropped",), "dba", ("table",))
+
+
+@pytest.mark.parametrize("value", [".", "..", ""])
+async def test_a_dot_or_empty_path_argument_never_moves_the_request(base: str, value: str) -> None:
+    tool = order_tool(base, method="POST", forward_auth=True)
+    runner = ToolRunner(HttpTools([tool]))
+    result = await runner.exec(
+        ToolCall(id="c1", name="get_order", arguments=json.dumps({"order_id": value})),
+        ToolContext(auth_token="user-token"),
+    )
+    assert not result.success
+    assert result.error is not None
+    assert result.error.code == "invalid_arguments"
+    assert "path segment" in result.error.message
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "why"),
+    [
+        ("http://{host}/orders", "scheme, host or port"),
+        ("http://127.0.0.1:{port}/orders", "scheme, host or port"),
+        ("http://{host}.example.com/orders", "scheme, host or port"),
+        ("http://127.0.0.1/orders?id={order_id}", "query string"),
+    ],
+)
+def test_arguments_never_choose_where_the_request_goes(endpoint: str, why: str) -> None:
+    with pytest.raises(ToolDefinitionError, match=why):
+        HttpTool(name="t", endpoint=endpoint, method="GET", input_schema=ORDER_SCHEMA)
+
+    from toolwire.server.loader import parse_config
+
+    text = (
+        f"server_tools:\n  http:\n    - name: t\n      endpoint: '{endpoint}'\n      method: GET\n"
+    )
+    doc = parse_config(text, source="tw.yaml")
+    assert not doc.ok
+    assert any(why in p.message for p in doc.problems), doc.problems

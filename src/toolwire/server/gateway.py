@@ -74,25 +74,30 @@ def load_server_tools(
             findings.append((loc, " ".join(str(exc).split())))
     http: HttpTools | None = None
     if config.http:
-        http = HttpTools(
-            HttpTool(
-                name=h.name,
-                description=h.description,
-                endpoint=h.endpoint,
-                method=h.method,
-                input_schema=h.parameters,
-                forward_auth=h.forward_auth,
-                effects=h.effects,
-                timeout=h.timeout,
-                scopes=tuple(h.scopes),
-                allow=tuple(h.allow) if h.allow is not None else None,
-                approver=h.approver,
-                audit_arguments=(
-                    tuple(h.audit_arguments) if h.audit_arguments is not None else None
-                ),
-            )
-            for h in config.http
-        )
+        defined: list[HttpTool] = []
+        for i, h in enumerate(config.http):
+            try:
+                defined.append(
+                    HttpTool(
+                        name=h.name,
+                        description=h.description,
+                        endpoint=h.endpoint,
+                        method=h.method,
+                        input_schema=h.parameters,
+                        forward_auth=h.forward_auth,
+                        effects=h.effects,
+                        timeout=h.timeout,
+                        scopes=tuple(h.scopes),
+                        allow=tuple(h.allow) if h.allow is not None else None,
+                        approver=h.approver,
+                        audit_arguments=(
+                            tuple(h.audit_arguments) if h.audit_arguments is not None else None
+                        ),
+                    )
+                )
+            except ToolDefinitionError as exc:
+                findings.append((("server_tools", "http", i), str(exc)))
+        http = HttpTools(defined)
         parts.append(http)
     if findings:
         return None, findings

@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from toolwire.server.config import GatewayConfig, parse_tool_calls
+from toolwire.tools.http import endpoint_problem
 
 __all__ = [
     "ConfigDocument",
@@ -420,6 +421,9 @@ def _server_tools_checks(tools: Any) -> list[_Finding]:
                 )
             )
         seen.setdefault(http.name, i)
+        problem = endpoint_problem(http.endpoint)
+        if problem is not None:
+            found.append((("http", i, "endpoint"), problem))
         properties = http.parameters.get("properties", {})
         required = set(http.parameters.get("required", []))
         for placeholder in _PLACEHOLDER.findall(http.endpoint):

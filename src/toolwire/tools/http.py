@@ -39,13 +39,18 @@ import orjson
 
 from toolwire.tools.call import ToolResult
 from toolwire.tools.context import ToolContext
-from toolwire.tools.errors import ToolDefinitionError, ToolExecutionError, ToolNotFoundError
+from toolwire.tools.errors import (
+    ToolDefinitionError,
+    ToolExecutionError,
+    ToolNotFoundError,
+    ToolParameterError,
+)
 from toolwire.tools.tool import Effects, Tool
 
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["MAX_ERROR_BODY", "HttpMethod", "HttpTool", "HttpTools"]
+__all__ = ["MAX_ERROR_BODY", "HttpMethod", "HttpTool", "HttpTools", "endpoint_problem"]
 
 logger = logging.getLogger("toolwire.tools.http")
 
@@ -104,6 +109,9 @@ class HttpTool:
             raise ToolDefinitionError(
                 f"HTTP tool {self.name!r}: endpoint {self.endpoint!r} is not an http(s) URL."
             )
+        problem = endpoint_problem(self.endpoint)
+        if problem is not None:
+            raise ToolDefinitionError(f"HTTP tool {self.name!r}: {problem}")
 
     def to_tool(self) -> Tool:
         """The provider-neutral definition shown to models."""
@@ -261,6 +269,33 @@ class HttpTools:
         return f"HttpTools([{', '.join(self._defs)}])"
 
 
+def endpoint_problem(endpoint: str) -> str | None:
+    """Why `endpoint`'s placeholders cannot be filled safely, or `None`.
+
+    Arguments may fill path segments only: a placeholder in the scheme, host or port would
+    let the model pick where the caller's token is sent, and one in the query string or
+    fragment would be dropped (arguments that are not in the path already go in the query
+    string of a GET or DELETE, or in the JSON body).
+    """
+    start = endpoint.find("://")
+    rest = endpoint[start + 3 :] if start >= 0 else endpoint
+    authority, slash, path = rest.partition("/")
+    if _PLACEHOLDER.search(endpoint[: start + 3] + authority):
+        return (
+            f"endpoint {endpoint!r} has a placeholder in its scheme, host or port; arguments "
+            "may only fill path segments (write the host out)."
+        )
+    path_only, _, query = (slash + path).partition("?")
+    path_only, _, fragment = path_only.partition("#")
+    if _PLACEHOLDER.search(query) or _PLACEHOLDER.search(fragment):
+        return (
+            f"endpoint {endpoint!r} has a placeholder in its query string or fragment; remove "
+            "it: arguments that are not in the path are sent as query parameters (GET, "
+            "DELETE) or in the JSON body by themselves."
+        )
+    return None
+
+
 def _fill_endpoint(
     definition: HttpTool, arguments: Mapping[str, Any]
 ) -> tuple[str, dict[str, Any]]:
@@ -274,6 +309,15 @@ def _fill_endpoint(
             )
         value = rest.pop(key)
         text = value if isinstance(value, str) else orjson.dumps(value).decode()
+        if text in ("", ".", ".."):
+            # Quoting leaves dots alone, and an empty segment or a dot segment would move
+            # the request (with the caller's token) to another path.
+            shown = "empty" if not text else repr(text)
+            raise ToolParameterError(
+                f"The argument {key!r} of tool {definition.name!r} is {shown}; it names a path "
+                "segment, so it cannot be empty, '.' or '..'. Call the tool again with a real "
+                "value."
+            )
         return quote(text, safe="")
 
     return _PLACEHOLDER.sub(substitute, definition.endpoint), rest
