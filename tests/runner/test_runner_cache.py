@@ -196,3 +196,56 @@ def test_cache_shared_needs_a_ttl() -> None:
         def f() -> int:
             """F."""
             return 1
+
+
+async def test_identical_concurrent_calls_of_a_cached_tool_run_it_once() -> None:
+    import asyncio
+
+    runs: list[str] = []
+
+    @tool(cache_ttl=60)
+    async def slow_rate(currency: str) -> dict[str, object]:
+        """Exchange rate, slowly."""
+        runs.append(currency)
+        await asyncio.sleep(0.05)
+        return {"currency": currency, "rate": 1.1}
+
+    runner = ToolRunner(Toolbox([slow_rate]))
+    ctx = ToolContext(principal="a")
+    results = await asyncio.gather(
+        *(
+            runner.exec(call("slow_rate", '{"currency": "EUR"}', id=f"c{i}"), ctx)
+            for i in range(20)
+        ),
+        runner.exec(call("slow_rate", '{"currency": "USD"}', id="usd"), ctx),
+    )
+    assert sorted(runs) == ["EUR", "USD"]
+    assert [r.call_id for r in results[:20]] == [f"c{i}" for i in range(20)]
+    assert all(r.success and r.result == {"currency": "EUR", "rate": 1.1} for r in results[:20])
+    assert sum(not r.cached for r in results[:20]) == 1
+
+
+async def test_a_follower_runs_the_call_itself_when_the_leader_is_cancelled() -> None:
+    import asyncio
+
+    runs: list[str] = []
+
+    @tool(cache_ttl=60)
+    async def slow(x: int) -> int:
+        """Slow."""
+        runs.append("run")
+        await asyncio.sleep(0.05)
+        return x
+
+    runner = ToolRunner(Toolbox([slow]))
+    ctx = ToolContext()
+    leader = asyncio.ensure_future(runner.exec(call("slow", '{"x": 1}', id="lead"), ctx))
+    await asyncio.sleep(0.01)
+    follower = asyncio.ensure_future(runner.exec(call("slow", '{"x": 1}', id="follow"), ctx))
+    await asyncio.sleep(0.01)
+    leader.cancel()
+    result = await follower
+    assert result.success
+    assert result.result == 1
+    assert result.call_id == "follow"
+    assert runs == ["run", "run"]

@@ -403,3 +403,22 @@ async def test_tool_parameters_are_definable_by_toolparameter() -> None:
     provider = Toolbox([t])
     result = await ToolRunner(provider).exec(call("add", {"a": 2, "b": 3}))
     assert result.result == 5
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), {"a": [1.0, float("-inf")]}])
+async def test_a_non_finite_number_is_an_error_not_a_silent_null(value: object) -> None:
+    from toolwire.runner import ToolRunner
+    from toolwire.tools import Toolbox, ToolCall, tool
+
+    @tool
+    def measure() -> object:
+        """A measurement."""
+        return value
+
+    result = await ToolRunner(Toolbox([measure])).exec(
+        ToolCall(id="c1", name="measure", arguments="{}")
+    )
+    assert not result.success
+    assert result.error is not None
+    assert result.error.code == "execution_error"
+    assert "not finite" in result.error.message

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
+import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import perf_counter
 from typing import Any, Final
 
@@ -99,6 +100,8 @@ class ToolRunner:
         self.approver = approver
         self.cache: ResultCache = cache if cache is not None else MemoryResultCache()
         self._entries: dict[str, _Entry] | None = None
+        self._inflight: dict[str, asyncio.Future[ToolResult]] = {}
+        """Calls of cached tools running now, by cache key (single flight)."""
         self._generation = 0
         self._refresh_lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
@@ -310,6 +313,52 @@ class ToolRunner:
                     call.id, name, orjson.loads(hit), repaired=repaired, cached=True
                 )
 
+        if key is None:
+            return await self._execute(call, ctx, entry, args, repaired, trace, None)
+        leader = self._inflight.get(key)
+        if leader is not None and leader.get_loop() is asyncio.get_running_loop():
+            # The same call (same caller, same arguments) is running: share its outcome
+            # instead of running the tool again (twenty identical calls run it once).
+            try:
+                shared = await asyncio.shield(leader)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if leader.cancelled() and task is not None and not task.cancelling():
+                    # The leading call's client went away; this one still wants the result.
+                    return await self._execute(call, ctx, entry, args, repaired, trace, key)
+                raise
+            return replace(shared, call_id=call.id, repaired=repaired, cached=shared.success)
+        future: asyncio.Future[ToolResult] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            result = await self._execute(call, ctx, entry, args, repaired, trace, key)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: followers re-raise it, nobody else must
+            raise
+        else:
+            future.set_result(result)
+            return result
+        finally:
+            del self._inflight[key]
+
+    async def _execute(
+        self,
+        call: ToolCall,
+        ctx: ToolContext,
+        entry: _Entry,
+        args: dict[str, Any],
+        repaired: list[str],
+        trace: _Trace,
+        key: str | None,
+    ) -> ToolResult:
+        """Run the tool with its timeout and turn every outcome into a result."""
+        tool = entry.tool
+        name = tool.name
+        policy = self.policy
         if self.audit is not None and tool.effects != "read":
             # Committed before the side effect: after a crash the log shows it started.
             await self.audit.append_audit(
@@ -382,6 +431,18 @@ class ToolRunner:
                 "execution_error",
                 f"Tool {name!r} returned a result that cannot be sent as JSON ({exc}). "
                 "Tool authors: return JSON-compatible data, a pydantic model or a dataclass.",
+                repaired=repaired,
+            )
+        # orjson writes NaN and infinities as null: a result that silently changed is not a
+        # success. Only results with a null in them can have one, so only they are walked.
+        if b"null" in data and _non_finite(value):
+            logger.warning("Tool %r returned NaN or an infinity", name)
+            return ToolResult.fail(
+                call.id,
+                name,
+                "execution_error",
+                f"Tool {name!r} returned a number that is not finite (NaN or Infinity), which "
+                "JSON cannot carry. Continue without it or try other arguments.",
                 repaired=repaired,
             )
         limit = policy.max_result_bytes
@@ -471,6 +532,16 @@ def _entry(tool: Tool) -> _Entry:
         allowed=frozenset(allowed) if allowed is not None else None,
         scopes=frozenset(tool.scopes),
     )
+
+
+def _non_finite(value: Any) -> bool:
+    if type(value) is float:
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_non_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_non_finite(v) for v in value)
+    return False
 
 
 def _json_default(value: Any) -> Any:
