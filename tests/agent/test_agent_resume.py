@@ -187,3 +187,17 @@ async def test_two_concurrent_resumes_of_one_stored_run_run_the_call_once() -> N
 
     assert deleted == ["demo-app"]
     assert sum(isinstance(o, RunConflict) for o in outcomes) == 1
+
+
+async def test_tools_the_caller_may_not_call_are_not_offered_to_the_model() -> None:
+    @tool(scopes=["admin"])
+    def purge_cache() -> str:
+        """Purge every cache."""
+        return "purged"
+
+    model = ScriptedModel(["Hi.", "Hi."])
+    agent = Agent(model, [list_apps, purge_cache])
+    await agent.run("hello", ToolContext(scopes=frozenset()))
+    await agent.run("hello", ToolContext(scopes=frozenset({"admin"})))
+    assert model.requests[0].tool_names == ["list_apps"]
+    assert model.requests[1].tool_names == ["list_apps", "purge_cache"]

@@ -97,7 +97,8 @@ async def test_tools_lists_server_tools_with_schemas(gateway: GatewayFactory) ->
         body = (await client.get("/v1/tools")).json()
     assert body["object"] == "list"
     by_name = {t["function"]["name"]: t for t in body["data"]}
-    assert list(by_name) == ["whoami", "add", "quarterly_report"]
+    # quarterly_report needs the 'reports' scope, which an open gateway's callers lack.
+    assert list(by_name) == ["whoami", "add"]
     add = by_name["add"]
     assert add["type"] == "function"
     assert add["function"]["description"] == "Add two integers."
@@ -106,9 +107,18 @@ async def test_tools_lists_server_tools_with_schemas(gateway: GatewayFactory) ->
     assert params["required"] == ["a", "b"]
     assert params["properties"]["a"]["type"] == "integer"
     assert add["effects"] == "read"
-    assert by_name["quarterly_report"]["scopes"] == ["reports"]
     # The injected context is never part of the schema.
     assert by_name["whoami"]["function"]["parameters"]["properties"] == {}
+
+
+async def test_tools_lists_only_what_the_callers_key_may_call(gateway: GatewayFactory) -> None:
+    async with gateway(keyed_config()) as client:
+        alice = await client.get("/v1/tools", headers={"Authorization": f"Bearer {ALICE_KEY}"})
+        bob = await client.get("/v1/tools", headers={"Authorization": f"Bearer {BOB_KEY}"})
+    alice_tools = {t["function"]["name"]: t for t in alice.json()["data"]}
+    assert list(alice_tools) == ["whoami", "add", "quarterly_report"]
+    assert alice_tools["quarterly_report"]["scopes"] == ["reports"]
+    assert [t["function"]["name"] for t in bob.json()["data"]] == ["whoami", "add"]
 
 
 async def test_invoke_runs_the_tool_through_the_runner(gateway: GatewayFactory) -> None:

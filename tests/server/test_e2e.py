@@ -61,7 +61,8 @@ def test_tools_and_invoke_over_the_socket(server: LiveServer) -> None:
         tools = http.get("/v1/tools").json()["data"]
         result = http.post("/v1/tools/add/invoke", json={"arguments": {"a": 20, "b": 22}}).json()
         whoami = http.post("/v1/tools/whoami/invoke", json={}).json()
-    assert [t["function"]["name"] for t in tools] == ["whoami", "add", "quarterly_report"]
+    # bob's key lacks the 'reports' scope quarterly_report needs: it is not listed.
+    assert [t["function"]["name"] for t in tools] == ["whoami", "add"]
     assert result["result"] == 42
     assert whoami["result"]["principal"] == "bob"
 

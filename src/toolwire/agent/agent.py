@@ -319,9 +319,17 @@ class Agent:
             messages.insert(0, SystemMessage(content=self.instructions))
         return messages
 
-    async def _tools(self, state: RunState) -> tuple[list[Tool], dict[str, Tool], set[str]]:
+    async def _tools(
+        self, state: RunState, ctx: ToolContext
+    ) -> tuple[list[Tool], dict[str, Tool], set[str]]:
+        """The tools to offer the model, every agent tool by name, and the client's names.
+
+        Tools whose scopes the caller lacks are not offered (a call to one would only be
+        refused as `forbidden`), so the model never learns of them.
+        """
         server_tools = await self.runner.list_tools()
         by_name = {t.name: t for t in server_tools}
+        offered = [t for t in server_tools if not t.scopes or ctx.scopes.issuperset(t.scopes)]
         client_names = {t.name for t in state.client_tools}
         clash = client_names & by_name.keys()
         if clash:
@@ -329,11 +337,11 @@ class Agent:
                 f"Client tool(s) {', '.join(sorted(clash))} have the same name as the agent's "
                 "own tools; rename them."
             )
-        return [*server_tools, *state.client_tools], by_name, client_names
+        return [*offered, *state.client_tools], by_name, client_names
 
     async def _loop(self, run: _Run, stream: bool) -> AsyncGenerator[AgentEvent, None]:
         state = run.state
-        tools, by_name, client_names = await self._tools(state)
+        tools, by_name, client_names = await self._tools(state, run.ctx)
         settings = state.settings
         for _ in range(self.max_iterations):
             response: ModelResponse | None = None

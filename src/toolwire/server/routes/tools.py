@@ -30,8 +30,13 @@ def _tool_entry(tool: Tool) -> dict[str, Any]:
 
 
 async def _list_tools(request: Request) -> Response:
-    authenticate(request)
-    tools = await gateway_of(request).runner.list_tools()
+    ctx = authenticate(request).ctx
+    # Only the tools this caller may call: the others are not its business.
+    tools = [
+        t
+        for t in await gateway_of(request).runner.list_tools()
+        if not t.scopes or ctx.scopes.issuperset(t.scopes)
+    ]
     return json_response({"object": "list", "data": [_tool_entry(t) for t in tools]})
 
 
