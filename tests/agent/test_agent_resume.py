@@ -8,6 +8,7 @@ import pytest
 from toolwire.agent import Agent, RunConflict, RunState
 from toolwire.agent.state import ApprovalDecision
 from toolwire.models import AssistantMessage, ScriptedModel, ToolMessage
+from toolwire.runner import Policy
 from toolwire.store.base import AuditQuery, arguments_hash
 from toolwire.store.memory import MemoryStore
 from toolwire.tools import ToolCall, ToolContext, tool
@@ -201,3 +202,20 @@ async def test_tools_the_caller_may_not_call_are_not_offered_to_the_model() -> N
     await agent.run("hello", ToolContext(scopes=frozenset({"admin"})))
     assert model.requests[0].tool_names == ["list_apps"]
     assert model.requests[1].tool_names == ["list_apps", "purge_cache"]
+
+
+async def test_calls_past_the_per_turn_cap_are_refused_and_not_run() -> None:
+    calls = tuple(
+        ToolCall(id=f"c{i}", name="delete_app", arguments=f'{{"app_name": "a{i}"}}')
+        for i in range(5)
+    )
+    model = ScriptedModel([AssistantMessage(tool_calls=calls), "Done."])
+    agent = Agent(model, [delete_app], max_tool_calls=2, policy=Policy(approval="auto"))
+    result = await agent.run("delete five apps")
+
+    assert deleted == ["a0", "a1"]
+    assert result.status == "completed"
+    sent = [m for m in model.requests[1].messages if isinstance(m, ToolMessage)]
+    assert [m.call_id for m in sent] == ["c0", "c1", "c2", "c3", "c4"]
+    refused = [orjson.loads(m.content)["error"]["code"] for m in sent[2:]]
+    assert refused == ["too_many_calls"] * 3

@@ -83,6 +83,8 @@ class Agent:
             destructive tools are kept, so `resume(run_id, ...)` works after a restart
             and from another process. Without one, resume from `RunResult.state`.
         approval_ttl: Seconds a pending approval stays valid (stored runs).
+        max_tool_calls: Tool calls one model turn may make; the calls past it are not run
+            (the model gets a `too_many_calls` result for each).
     """
 
     def __init__(
@@ -98,9 +100,13 @@ class Agent:
         runner: ToolRunner | None = None,
         store: Store | None = None,
         approval_ttl: float = 3600.0,
+        max_tool_calls: int = 64,
     ) -> None:
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be at least 1, not {max_iterations}.")
+        if max_tool_calls < 1:
+            raise ValueError(f"max_tool_calls must be at least 1, not {max_tool_calls}.")
+        self.max_tool_calls = max_tool_calls
         self.model = model
         # A list becomes a Toolbox; a provider (either shape) is used as it is, adapted.
         self.provider: ToolProvider = (
@@ -375,6 +381,9 @@ class Agent:
                 state.settings = settings
             all_calls, stored = _prepare_calls(message.tool_calls)
             state.messages.append(replace(message, tool_calls=stored))
+            limit = self.max_tool_calls
+            over = all_calls[limit:]
+            all_calls = all_calls[:limit]
             foreign = state.unknown_calls_to_client
             client_calls = [
                 c
@@ -406,6 +415,18 @@ class Agent:
                     pending.append(call)
                     continue
                 state.messages.append(_tool_message(call, result))
+            for call in over:
+                # Past the cap nothing runs and nothing goes to the client; the model is told.
+                refused = ToolResult.fail(
+                    call.id,
+                    call.name,
+                    "too_many_calls",
+                    f"Not run: a turn may make at most {limit} tool calls and this one made "
+                    f"{limit + len(over)}. Make fewer calls at once; the first {limit} ran.",
+                )
+                step.tool_results.append(refused)
+                yield ToolCallResult(result=refused)
+                state.messages.append(_tool_message(call, refused))
             state.pending_calls = pending
             state.approvals = [approvals[c.id] for c in pending if c.id in approvals]
             if client_calls:

@@ -329,6 +329,9 @@ class LimitsConfig(_Section):
     max_messages: int = Field(default=512, gt=0)
     max_tools: int = Field(default=128, gt=0)
     max_iterations: int = Field(default=5, ge=1, le=100)
+    max_tool_calls: int = Field(default=64, ge=1, le=10_000)
+    """Tool calls one model turn may make when server tools run; the rest are refused
+    (`too_many_calls`) and not run."""
     """Model turns per request when server tools run (the agent loop's bound)."""
 
 

@@ -171,6 +171,7 @@ class Gateway:
                 model,
                 tools.provider,
                 max_iterations=config.limits.max_iterations,
+                max_tool_calls=config.limits.max_tool_calls,
                 runner=self.runner,
                 store=self.store,
                 approval_ttl=config.approvals.ttl,

@@ -19,6 +19,7 @@ ErrorCode = Literal[
     "result_too_large",
     "awaiting_approval",
     "retry_budget_exhausted",
+    "too_many_calls",
 ]
 """Error codes of a failed `ToolResult`. Messages under every code are safe to show a model."""
 
