@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from toolwire.tools.context import ToolContext
 from toolwire.tools.errors import ToolDefinitionError
 from toolwire.tools.schema import FunctionSchema, function_schema
+from toolwire.tools.threads import run_sync
 from toolwire.tools.tool import Effects, Invoker, Tool
 
 __all__ = ["FunctionTool", "tool"]
@@ -190,10 +190,13 @@ def _invoker(fn: Callable[..., Any], schema: FunctionSchema) -> Invoker:
 
         return invoke_async
 
+    gate = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', schema.name)}"
+
     async def invoke_sync(arguments: dict[str, Any], ctx: ToolContext) -> Any:
         args, kwargs = schema.call_args(arguments, ctx)
-        # A worker thread, so a slow sync tool never blocks the event loop.
-        result = await asyncio.to_thread(fn, *args, **kwargs)
+        # A worker thread, so a slow sync tool never blocks the event loop; the tools' own
+        # pool, so it never starves other tools either (see `toolwire.tools.threads`).
+        result = await run_sync(gate, fn, *args, **kwargs)
         if inspect.isawaitable(result):  # a sync wrapper that returns a coroutine
             result = await result
         return result

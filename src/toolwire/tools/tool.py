@@ -13,6 +13,7 @@ so their `ToolParameter`s carry each property's full schema in `json_schema`.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import warnings
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any, Final, Literal
 
 from toolwire.tools.context import ToolContext
 from toolwire.tools.errors import ToolDefinitionError, ToolExecutionError
+from toolwire.tools.threads import run_sync
 
 __all__ = ["Effects", "Invoker", "Tool", "ToolParameter"]
 
@@ -401,16 +403,14 @@ def _value_type(value: Any) -> str:
 
 
 def _handler_invoker(handler: Callable[..., Any], defaults: dict[str, Any]) -> Invoker:
-    import asyncio
-    import functools
-    import inspect
 
     is_async = inspect.iscoroutinefunction(handler)
+    gate = f"{getattr(handler, '__module__', '')}.{getattr(handler, '__qualname__', id(handler))}"
 
     async def invoke(arguments: dict[str, Any], ctx: ToolContext) -> Any:
         kwargs = {**defaults, **arguments}
         if is_async:
             return await handler(**kwargs)
-        return await asyncio.to_thread(functools.partial(handler, **kwargs))
+        return await run_sync(gate, handler, **kwargs)
 
     return invoke
