@@ -40,10 +40,14 @@ from toolwire.tools import (
     ToolResult,
 )
 from toolwire.tools.provider import AnyToolProvider, as_provider
+from toolwire.tools.threads import Execution, current_execution
 
 __all__ = ["ToolRunner"]
 
 logger = logging.getLogger("toolwire.runner")
+
+_background: set[asyncio.Task[Any]] = set()
+"""Late audit writes in flight (kept referenced until done)."""
 
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 _DUMP_OPTIONS: Final = orjson.OPT_NON_STR_KEYS
@@ -366,20 +370,20 @@ class ToolRunner:
             )
         timeout = tool.timeout if tool.timeout is not None else policy.default_timeout
         deadline = asyncio.timeout(timeout)
+        execution = Execution()
+        token = current_execution.set(execution)
         try:
             async with deadline:
                 out = await self.provider.execute_tool(name, args, ctx)
         except TimeoutError as exc:
             if deadline.expired():
-                return ToolResult.fail(
-                    call.id,
-                    name,
-                    "timeout",
-                    f"Tool {name!r} did not finish within {timeout:g} seconds and was stopped. "
-                    "Try again with a smaller request, or continue without it.",
-                    repaired=repaired,
-                )
+                return self._timed_out(call, ctx, tool, args, timeout, execution, trace, repaired)
             return self._crashed(call, name, exc, repaired)
+        except asyncio.CancelledError:
+            # The caller went away: a sync tool's thread goes on; the log will say how it
+            # ended.
+            self._watch_late(call, ctx, tool, args, execution, trace)
+            raise
         except ToolNotFoundError as exc:
             self._entries = None  # the provider's tools changed under us
             return ToolResult.fail(call.id, name, "unknown_tool", str(exc), repaired=repaired)
@@ -390,7 +394,21 @@ class ToolRunner:
             return ToolResult.fail(call.id, name, "execution_error", message, repaired=repaired)
         except Exception as exc:
             return self._crashed(call, name, exc, repaired)
+        finally:
+            current_execution.reset(token)
 
+        if deadline.expired():
+            # It swallowed its cancellation and returned after the deadline: its effects
+            # happened, late; the result is not used.
+            return ToolResult.fail(
+                call.id,
+                name,
+                "timeout",
+                f"Tool {name!r} finished only after its {timeout:g}-second timeout (it did not "
+                "stop when asked to), so its result was discarded. What it does may have "
+                "happened; check before calling it again.",
+                repaired=repaired,
+            )
         if isinstance(out, ToolResult):
             if not out.success:
                 error = _provider_error(out, name)
@@ -469,6 +487,57 @@ class ToolRunner:
         return ToolResult.ok(call.id, name, value, repaired=repaired)
 
     # --- failures -------------------------------------------------------------------------
+
+    def _timed_out(
+        self,
+        call: ToolCall,
+        ctx: ToolContext,
+        tool: Tool,
+        args: dict[str, Any],
+        timeout: float,
+        execution: Execution,
+        trace: _Trace,
+        repaired: list[str],
+    ) -> ToolResult:
+        """The timeout result, true to what happened: a stopped tool, or one that goes on."""
+        name = tool.name
+        if execution.left_running:
+            self._watch_late(call, ctx, tool, args, execution, trace)
+            message = (
+                f"Tool {name!r} did not answer within {timeout:g} seconds. It could not be "
+                "stopped and may still complete; its result will not be used. Check whether "
+                "it did what was asked before calling it again."
+            )
+        else:
+            message = (
+                f"Tool {name!r} did not finish within {timeout:g} seconds and was stopped. "
+                "Try again with a smaller request, or continue without it."
+            )
+        return ToolResult.fail(call.id, name, "timeout", message, repaired=repaired)
+
+    def _watch_late(
+        self,
+        call: ToolCall,
+        ctx: ToolContext,
+        tool: Tool,
+        args: dict[str, Any],
+        execution: Execution,
+        trace: _Trace,
+    ) -> None:
+        """Record in the audit log how a call that was given up while running ends."""
+        audit = self.audit
+        if audit is None or not execution.left_running:
+            return
+
+        def finished(ok: bool) -> None:
+            outcome = "finished_late" if ok else "failed_late"
+            record = audit_record("finished", call, tool, args, ctx, grant=trace.grant)
+            record.outcome = outcome
+            task = asyncio.ensure_future(audit.append_audit(record))
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+
+        execution.on_late_finish = finished
 
     def _unknown(self, call: ToolCall) -> ToolResult:
         names = sorted((self._entries or {}).keys())

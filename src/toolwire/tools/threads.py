@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import threading
 import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final, TypeVar
 
-__all__ = ["POOL_THREADS", "TOOL_THREADS", "run_sync"]
+__all__ = ["POOL_THREADS", "TOOL_THREADS", "Execution", "current_execution", "run_sync"]
 
 T = TypeVar("T")
 
@@ -26,6 +25,25 @@ POOL_THREADS: Final = 64
 """Threads of the shared pool of sync tools."""
 TOOL_THREADS: Final = 8
 """Threads one sync tool may use at the same time (unless it declares its own bound)."""
+
+
+class Execution:
+    """What the runner learns about one call's thread: a thread cannot be stopped, so a
+    call that times out (or whose client went away) may go on, and finish late."""
+
+    __slots__ = ("left_running", "on_late_finish")
+
+    def __init__(self) -> None:
+        self.left_running = False
+        """The call was given up while its thread still ran."""
+        self.on_late_finish: Callable[[bool], None] | None = None
+        """Called on the event loop when such a thread ends (`True`: it succeeded)."""
+
+
+current_execution: contextvars.ContextVar[Execution | None] = contextvars.ContextVar(
+    "toolwire_execution", default=None
+)
+"""Set by the runner around a call, read by `run_sync`."""
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -61,5 +79,22 @@ async def run_sync(
     does."""
     async with _gate(name, limit):
         context = contextvars.copy_context()
-        call = functools.partial(context.run, fn, *args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(_executor(), call)
+        loop = asyncio.get_running_loop()
+        work = _executor().submit(context.run, fn, *args, **kwargs)
+        try:
+            return await asyncio.wrap_future(work, loop=loop)
+        except asyncio.CancelledError:
+            execution = current_execution.get()
+            if execution is not None and not work.done() and not work.cancel():
+                # Running in its thread: it goes on. Say so, and tell whoever asked when it
+                # is really over.
+                execution.left_running = True
+                work.add_done_callback(
+                    lambda done: loop.call_soon_threadsafe(_late, execution, done)
+                )
+            raise
+
+
+def _late(execution: Execution, work: Future[Any]) -> None:
+    if execution.on_late_finish is not None:
+        execution.on_late_finish(work.exception() is None)
