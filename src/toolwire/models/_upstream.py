@@ -21,6 +21,7 @@ from toolwire.models.base import ModelError, ModelResponse, ModelStreamEvent
 from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 
 __all__ = [
+    "MAX_RESPONSE_BYTES",
     "MAX_RETRY_AFTER",
     "RETRY_TRANSPORT",
     "EndedMidAnswer",
@@ -28,6 +29,11 @@ __all__ = [
     "as_events",
     "drain",
 ]
+
+MAX_RESPONSE_BYTES: Final = 32 * 1024 * 1024
+"""The default cap on an upstream answer: a whole body, or one event of a stream."""
+MAX_ERROR_BODY: Final = 64 * 1024
+"""Bytes of an error answer read (its message is at the start)."""
 
 MAX_RETRY_AFTER: Final = 5.0
 """The longest `Retry-After` honoured (seconds); an upstream asking for more is not retried
@@ -57,6 +63,8 @@ class Upstream:
         http_client: A client to use for every request, never closed here.
         hint: The advice appended to "could not reach" errors.
         secret: The API key, blanked out of every message should the upstream echo it.
+        max_response_bytes: The largest answer read (a whole body, or one event of a
+            stream); a larger one fails the request instead of filling the memory.
     """
 
     def __init__(
@@ -70,8 +78,10 @@ class Upstream:
         http_client: httpx.AsyncClient | None,
         hint: str,
         secret: str | None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.base_url = base_url
+        self.max_response_bytes = max_response_bytes
         self.url = url
         self.timeout = timeout
         self.retries = max(0, retries)
@@ -142,7 +152,7 @@ class Upstream:
             if status < 400:
                 return response, attempt
             try:
-                body = await response.aread()
+                body = await self.read(response, limit=MAX_ERROR_BODY, cut=True)
             except httpx.HTTPError:
                 body = b""
             finally:
@@ -155,6 +165,37 @@ class Upstream:
                     attempt += 1
                     continue
             raise error
+
+    async def read(
+        self, response: httpx.Response, *, limit: int | None = None, cut: bool = False
+    ) -> bytes:
+        """The body of `response`, read up to `limit` bytes (`max_response_bytes`).
+
+        Raises:
+            ModelError: The body is larger (unless `cut`: then its start is returned).
+            httpx.HTTPError: Reading failed.
+        """
+        cap = self.max_response_bytes if limit is None else limit
+        declared = response.headers.get("content-length", "")
+        if not cut and declared.isdigit() and int(declared) > cap:
+            raise self.too_large(cap)
+        parts: list[bytes] = []
+        size = 0
+        async for piece in response.aiter_bytes():
+            size += len(piece)
+            if size > cap:
+                if cut:
+                    parts.append(piece[: len(piece) - (size - cap)])
+                    break
+                raise self.too_large(cap)
+            parts.append(piece)
+        return b"".join(parts)
+
+    def too_large(self, cap: int) -> ModelError:
+        return ModelError(
+            f"The upstream's answer is larger than {cap // (1024 * 1024)} MiB, the limit "
+            "(upstream.max_response_bytes); it was not read. Ask for a shorter answer.",
+        )
 
     def backoff(self, attempt: int) -> float:
         """Exponential backoff with jitter, capped."""

@@ -11,12 +11,18 @@ import httpx
 import orjson
 
 from toolwire.models import anthropic_wire as wire
-from toolwire.models._upstream import EndedMidAnswer, Upstream, as_events, drain
+from toolwire.models._upstream import (
+    MAX_RESPONSE_BYTES,
+    EndedMidAnswer,
+    Upstream,
+    as_events,
+    drain,
+)
 from toolwire.models._values import one_line, snippet
 from toolwire.models.base import ModelError, ModelResponse, ModelSettings, ModelStreamEvent
 from toolwire.models.call_ids import IdMap
 from toolwire.models.messages import Message
-from toolwire.models.sse import SSEDecoder
+from toolwire.models.sse import SSEDecoder, SSETooLarge
 from toolwire.tools.tool import Tool
 
 __all__ = ["AnthropicModel"]
@@ -56,6 +62,9 @@ class AnthropicModel:
         extra_headers: Headers added to every request (e.g. `anthropic-beta`).
         anthropic_version: The `anthropic-version` header.
         connect_hint: The advice appended to "could not reach" errors.
+        max_response_bytes: The largest answer read: a whole body, or one event of a
+            stream. A larger one fails the request (`ModelError`) instead of filling the
+            memory.
     """
 
     def __init__(
@@ -72,6 +81,7 @@ class AnthropicModel:
         extra_headers: Mapping[str, str] | None = None,
         anthropic_version: str = "2023-06-01",
         connect_hint: str = DEFAULT_HINT,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         base = base_url.strip().rstrip("/").removesuffix("/v1/messages").removesuffix("/v1")
         self.base_url = base
@@ -85,6 +95,7 @@ class AnthropicModel:
             retry_backoff=retry_backoff,
             http_client=http_client,
             hint=connect_hint,
+            max_response_bytes=max_response_bytes,
             secret=api_key,
         )
         self._headers = {
@@ -119,7 +130,7 @@ class AnthropicModel:
                 client, orjson.dumps(body), self._headers, 0, self._status_error
             )
             try:
-                content = await response.aread()
+                content = await self._endpoint.read(response)
             except httpx.HTTPError as exc:
                 raise self._cut(exc) from None
             finally:
@@ -155,13 +166,13 @@ class AnthropicModel:
                     if "text/event-stream" not in ctype and "json" in ctype:
                         # The server ignored stream=true and answered in one piece.
                         try:
-                            whole = await response.aread()
+                            whole = await self._endpoint.read(response)
                         except httpx.HTTPError as exc:
                             raise self._cut(exc) from None
                         for event in as_events(self._parse_whole(whole, ids)):
                             yield event
                         return
-                    decoder = SSEDecoder()
+                    decoder = SSEDecoder(self._endpoint.max_response_bytes)
                     pieces = response.aiter_bytes()
                     try:
                         async for piece in pieces:
@@ -181,6 +192,8 @@ class AnthropicModel:
                             raise self._stream_error(exc) from None
                     except wire.WireError as exc:
                         raise self._endpoint.malformed(str(exc)) from None
+                    except SSETooLarge:
+                        raise self._endpoint.too_large(self._endpoint.max_response_bytes) from None
                     else:
                         yield assembler.finish()
                         await drain(pieces, _DRAIN_SECONDS)

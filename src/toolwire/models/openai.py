@@ -12,6 +12,7 @@ import orjson
 
 from toolwire.models import openai_wire as wire
 from toolwire.models._upstream import (
+    MAX_RESPONSE_BYTES,
     EndedMidAnswer,
     Upstream,
     as_events,
@@ -21,7 +22,7 @@ from toolwire.models._values import one_line, snippet
 from toolwire.models.base import ModelError, ModelResponse, ModelSettings, ModelStreamEvent
 from toolwire.models.call_ids import IdMap, IdStyle
 from toolwire.models.messages import Message
-from toolwire.models.sse import SSEDecoder
+from toolwire.models.sse import SSEDecoder, SSETooLarge
 from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools.tool import Tool
 
@@ -66,6 +67,9 @@ class OpenAIChatModel:
             pooled client open for the block, and otherwise each request opens its own.
         extra_headers: Headers added to every request.
         connect_hint: The advice appended to "could not reach" errors.
+        max_response_bytes: The largest answer read: a whole body, or one event of a
+            stream. A larger one fails the request (`ModelError`) instead of filling the
+            memory.
         id_style: How tool-call ids are rewritten for the upstream (`keep`, `anthropic`,
             `mistral`; see `toolwire.models.call_ids`); the caller always sees its own ids.
     """
@@ -82,6 +86,7 @@ class OpenAIChatModel:
         http_client: httpx.AsyncClient | None = None,
         extra_headers: Mapping[str, str] | None = None,
         connect_hint: str = DEFAULT_HINT,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
         id_style: IdStyle = "keep",
     ) -> None:
         if retries < 0:
@@ -99,6 +104,7 @@ class OpenAIChatModel:
             retry_backoff=retry_backoff,
             http_client=http_client,
             hint=connect_hint,
+            max_response_bytes=max_response_bytes,
             secret=api_key,
         )
         self._headers = {"content-type": "application/json", "accept": "application/json"}
@@ -128,7 +134,7 @@ class OpenAIChatModel:
                 client, content, self._headers, 0, self._status_error
             )
             try:
-                data = await response.aread()
+                data = await self._endpoint.read(response)
             except httpx.HTTPError as exc:
                 raise self._endpoint.transport_error(exc) from None
             finally:
@@ -162,13 +168,13 @@ class OpenAIChatModel:
                     if "text/event-stream" not in ctype and "json" in ctype:
                         # The server ignored stream=true and answered in one piece.
                         try:
-                            data = await response.aread()
+                            data = await self._endpoint.read(response)
                         except httpx.HTTPError as exc:
                             raise self._endpoint.transport_error(exc) from None
                         for event in as_events(self._parse_whole(data, ids)):
                             yield event
                         return
-                    decoder = SSEDecoder()
+                    decoder = SSEDecoder(self._endpoint.max_response_bytes)
                     done = False
                     try:
                         pieces = response.aiter_bytes()
@@ -221,6 +227,8 @@ class OpenAIChatModel:
                         raise self._upstream(exc) from None
                     except wire.WireError as exc:
                         raise self._endpoint.malformed(str(exc)) from None
+                    except SSETooLarge:
+                        raise self._endpoint.too_large(self._endpoint.max_response_bytes) from None
                     if not retry:
                         yield assembler.finish()
                         await drain(pieces, _DRAIN_SECONDS)

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["SSEDecoder"]
+__all__ = ["MAX_EVENT_BYTES", "SSEDecoder", "SSETooLarge"]
+
+MAX_EVENT_BYTES = 32 * 1024 * 1024
+"""The default cap on one event (or one line) of a stream."""
+
+
+class SSETooLarge(Exception):
+    """One event or line of the stream is over the decoder's cap."""
 
 
 class SSEDecoder:
@@ -14,12 +21,17 @@ class SSEDecoder:
     and `\\r`, and ignores comments and the `event`, `id` and `retry` fields.
     """
 
-    __slots__ = ("_cr", "_data", "_tail")
+    __slots__ = ("_cr", "_data", "_data_len", "_limit", "_tail", "_tail_len")
 
-    def __init__(self) -> None:
-        self._tail = b""
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self._tail: list[bytes] = []
+        """The start of a line not ended yet, in pieces: joined once the line ends, so a
+        long line costs its length, not its length squared."""
+        self._tail_len = 0
         self._data: list[bytes] = []
+        self._data_len = 0
         self._cr = False
+        self._limit = max_event_bytes
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The data of the events completed by `chunk`."""
@@ -31,10 +43,21 @@ class SSEDecoder:
         if b"\r" in chunk:
             self._cr = chunk.endswith(b"\r")
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\n" not in chunk:
+            self._tail.append(chunk)
+            self._tail_len += len(chunk)
+            if self._tail_len > self._limit:
+                raise SSETooLarge(f"a line of the stream is over {self._limit} bytes")
+            return []
         if self._tail:
-            chunk = self._tail + chunk
+            self._tail.append(chunk)
+            chunk = b"".join(self._tail)
+            self._tail.clear()
         lines = chunk.split(b"\n")
-        self._tail = lines.pop()
+        last = lines.pop()
+        if last:
+            self._tail.append(last)
+        self._tail_len = len(last)
         out: list[bytes] = []
         data = self._data
         for line in lines:
@@ -42,13 +65,20 @@ class SSEDecoder:
                 if data:
                     out.append(data[0] if len(data) == 1 else b"\n".join(data))
                     data.clear()
+                    self._data_len = 0
             elif line.startswith(b"data:"):
-                data.append(line[6:] if line[5:6] == b" " else line[5:])
+                piece = line[6:] if line[5:6] == b" " else line[5:]
+                self._data_len += len(piece)
+                if self._data_len > self._limit:
+                    raise SSETooLarge(f"an event of the stream is over {self._limit} bytes")
+                data.append(piece)
         return out
 
     def finish(self) -> list[bytes]:
         """The data of an event the stream left unterminated, if any."""
         out = self.feed(b"\n\n") if self._tail or self._data else []
-        self._tail = b""
+        self._tail.clear()
+        self._tail_len = 0
         self._data.clear()
+        self._data_len = 0
         return out
