@@ -124,6 +124,9 @@ class UpstreamConfig(_Section):
     retries: int = Field(default=2, ge=0, le=10)
     """Retries, with backoff, of connect errors, 429 and 5xx; only before the upstream has
     sent the first byte of an answer, so nothing the client saw is ever repeated."""
+    max_response_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    """The largest upstream answer read: a whole body, or one event of a stream. A larger
+    one fails the request with a clear 502 instead of filling the gateway's memory."""
     tool_call_ids: Literal["auto", "keep", "anthropic", "mistral"] = "auto"
     """How call ids are rewritten for the upstream (and mapped back): `auto` is
     `anthropic` for that kind, `mistral` (nine characters) for Mistral-family model names,
