@@ -389,3 +389,19 @@ def _read_until_stalled(server: LiveServer, body: dict[str, Any]) -> None:
     ):
         for _ in response.iter_bytes():
             pass
+
+
+def test_a_502_never_names_the_upstream_and_the_log_has_the_detail(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    port = _closed_port()
+    config = config_with(
+        upstream=openai_upstream(f"http://127.0.0.1:{port}/v1", {"gpt": "gpt-4o"}, retries=0)
+    )
+    with caplog.at_level("WARNING", logger="toolwire"), live_gateway(config) as live:
+        response = post_chat(live, {"model": "gpt", "messages": user()})
+    error = openai_error(response, 502)
+    assert str(port) not in error["message"]
+    assert "127.0.0.1" not in error["message"]
+    assert error["message"].startswith("The upstream model could not be reached.")
+    assert any(str(port) in r.getMessage() for r in caplog.records)

@@ -195,6 +195,7 @@ class Upstream:
         return ModelError(
             f"The upstream's answer is larger than {cap // (1024 * 1024)} MiB, the limit "
             "(upstream.max_response_bytes); it was not read. Ask for a shorter answer.",
+            kind="too_large",
         )
 
     def backoff(self, attempt: int) -> float:
@@ -228,17 +229,20 @@ class Upstream:
             return ModelError(
                 f"Could not reach {where}: no answer within {self.timeout:g}s{tries}. {self.hint}",
                 retryable=True,
+                kind="unreachable",
             )
         if isinstance(exc, httpx.TimeoutException):
             return ModelError(
                 f"The model at {self.base_url} did not answer within {self.timeout:g}s "
                 "(timeout). Try again or raise the timeout.",
                 retryable=True,
+                kind="timeout",
             )
         if isinstance(exc, httpx.ConnectError):
             return ModelError(
                 f"Could not reach {where}: {_connect_reason(exc)}{tries}. {self.hint}",
                 retryable=True,
+                kind="unreachable",
             )
         if isinstance(exc, httpx.UnsupportedProtocol | httpx.InvalidURL):
             return ModelError(
@@ -248,13 +252,15 @@ class Upstream:
         return ModelError(
             f"The connection to the model at {self.base_url} failed{tries}: {reason}.",
             retryable=True,
+            kind="unreachable",
         )
 
     def malformed(self, detail: str) -> ModelError:
         """An answer toolwire could not read."""
         return ModelError(
             f"The model at {self.base_url} sent a response toolwire could not read: "
-            f"{self.redact(detail)}."
+            f"{self.redact(detail)}.",
+            kind="malformed",
         )
 
 

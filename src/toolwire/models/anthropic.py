@@ -233,6 +233,7 @@ class AnthropicModel:
             f"The model at {self.base_url} ended mid-answer: the stream closed before "
             "message_stop.",
             retryable=True,
+            kind="ended",
         )
 
     def _parse_whole(self, content: bytes, ids: IdMap) -> ModelResponse:
@@ -253,7 +254,9 @@ class AnthropicModel:
             reason = self._endpoint.redact(one_line(str(exc))) or type(exc).__name__
             reason = f"the connection broke ({reason})"
         return ModelError(
-            f"The model at {self.base_url} ended mid-answer: {reason}.", retryable=True
+            f"The model at {self.base_url} ended mid-answer: {reason}.",
+            retryable=True,
+            kind="ended",
         )
 
     def _status_error(self, status: int, content: bytes) -> ModelError:

@@ -14,6 +14,7 @@ __all__ = [
     "FinishReason",
     "Model",
     "ModelError",
+    "ModelErrorKind",
     "ModelResponse",
     "ModelSettings",
     "ModelStreamEvent",
@@ -56,6 +57,9 @@ authoritative calls are the ones in the final `ModelResponse`.
 """
 
 
+ModelErrorKind = Literal["unreachable", "timeout", "status", "malformed", "too_large", "ended"]
+
+
 class ModelError(Exception):
     """The model endpoint failed or could not be reached. `str(err)` is one readable line."""
 
@@ -66,9 +70,15 @@ class ModelError(Exception):
         status: int | None = None,
         retryable: bool = False,
         body: Mapping[str, Any] | None = None,
+        kind: ModelErrorKind | None = None,
     ) -> None:
         self.status = status
         self.retryable = retryable
+        self.kind: ModelErrorKind | None = (
+            kind if kind is not None else ("status" if status is not None else None)
+        )
+        """What went wrong, for a gateway that must not show the detail (which names the
+        upstream's address) to its own clients."""
         self.body = body
         """The upstream's own error object (`message`, `type`, `param`, `code`) when it sent
         one, so a gateway can relay a 4xx in OpenAI's shape."""

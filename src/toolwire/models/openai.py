@@ -275,6 +275,7 @@ class OpenAIChatModel:
                 f"The model at {self.base_url} ended the stream mid-answer (no finish_reason "
                 "and no [DONE]); the answer is incomplete.",
                 retryable=True,
+                kind="ended",
             )
         assert isinstance(exc, httpx.HTTPError)
         if isinstance(exc, httpx.TimeoutException):
@@ -283,6 +284,7 @@ class OpenAIChatModel:
         return ModelError(
             f"The connection to the model at {self.base_url} broke mid-answer: {reason}.",
             retryable=True,
+            kind="ended",
         )
 
     def _status_error(self, status: int, content: bytes) -> ModelError:

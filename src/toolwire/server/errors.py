@@ -7,13 +7,16 @@ classes (`BadRequestError`, `AuthenticationError`, `NotFoundError`, ...).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from toolwire.models.base import ModelError
 from toolwire.store.base import StoreError, StoreUnavailable
 
 __all__ = ["GatewayError", "error_body", "store_error", "upstream_error"]
+
+logger = logging.getLogger("toolwire.server")
 
 
 class GatewayError(Exception):
@@ -76,7 +79,28 @@ def upstream_error(exc: ModelError, redact: Callable[[str], str] = str) -> Gatew
             param=_opt_str(body.get("param")),
             code=_opt_str(body.get("code")),
         )
-    return GatewayError(502, redact(str(exc)), type="upstream_error", code="upstream_unavailable")
+    # The detail names the upstream's address and the client library's words: it goes to
+    # the log; the client gets what happened, in the gateway's words.
+    logger.warning("upstream failed: %s", redact(str(exc)))
+    return GatewayError(
+        502,
+        _UPSTREAM_FAILURES.get(exc.kind or "", _UPSTREAM_FAILURES[""])
+        + " The gateway's log has the details.",
+        type="upstream_error",
+        code="upstream_unavailable",
+    )
+
+
+_UPSTREAM_FAILURES: Final = {
+    "unreachable": "The upstream model could not be reached.",
+    "timeout": "The upstream model did not answer in time.",
+    "status": "The upstream model failed to answer (it returned a server error).",
+    "malformed": "The upstream model's answer could not be read.",
+    "too_large": "The upstream model's answer was larger than the gateway accepts "
+    "(upstream.max_response_bytes).",
+    "ended": "The upstream model ended its answer early.",
+    "": "The upstream model failed.",
+}
 
 
 def store_error(exc: StoreError) -> GatewayError:
