@@ -282,6 +282,17 @@ def test_disconnect_during_a_slow_stream_closes_the_upstream(
     assert openai_server.completed == 0
 
 
+def test_a_streaming_client_leaving_before_the_first_byte_closes_the_upstream(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    openai_server.reply(sse([delta("late"), delta(finish_reason="stop")], delay=20))
+    body = {"model": "gpt", "messages": user(), "stream": True}
+    with httpx.Client(base_url=server.url) as http, pytest.raises(httpx.ReadTimeout):
+        http.post("/v1/chat/completions", json=body, timeout=httpx.Timeout(10, read=0.3))
+    assert openai_server.wait_until(lambda: openai_server.cancelled == 1)
+    assert openai_server.completed == 0
+
+
 def test_disconnect_during_a_slow_answer_closes_the_upstream(
     server: LiveServer, openai_server: FakeOpenAIServer
 ) -> None:

@@ -16,18 +16,36 @@ __all__ = ["ClientGone", "stream_response", "unless_disconnected"]
 T = TypeVar("T")
 
 
-async def stream_response(body: AsyncIterator[bytes], headers: dict[str, str]) -> Response:
+async def stream_response(
+    body: AsyncIterator[bytes], headers: dict[str, str], request: Request | None = None
+) -> Response:
     """An SSE response. It waits for the first chunk before answering, so a failure that
-    happens before anything was streamed still gets a real HTTP status."""
-    first = await _first(body)
+    happens before anything was streamed still gets a real HTTP status.
+
+    Args:
+        request: When given, a client that goes away during that wait cancels it (and so
+            the upstream request) at once, instead of holding it for the upstream's
+            timeout.
+
+    Raises:
+        ClientGone: The client went away before the first chunk.
+    """
+    if request is None:
+        first = await _first(body)
+    else:
+        try:
+            first = await unless_disconnected(request, _first(body))
+        except ClientGone:
+            aclose = getattr(body, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+            raise
     return StreamingResponse(
         _chain(first, body),
         media_type="text/event-stream",
         headers={**headers, "cache-control": "no-cache", "x-accel-buffering": "no"},
     )
-
-
-# --- direct: one model turn ----------------------------------------------------------------
 
 
 _END = object()

@@ -78,11 +78,11 @@ async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext)
         answer = await _agent_response(request, gateway, chat, ctx)
         if isinstance(answer, dict):
             return json_response(answer, headers=headers)
-        return await stream_response(answer, headers)
+        return await stream_response(answer, headers, request)
     if chat.stream:
         writer = ChunkWriter(id=new_completion_id(), model=chat.model)
         body = _direct_stream(model, chat, writer, gateway.redact)
-        return await stream_response(body, headers)
+        return await stream_response(body, headers, request)
     payload = await unless_disconnected(request, _direct_complete(model, chat, gateway.redact))
     return json_response(payload, headers=headers)
 
