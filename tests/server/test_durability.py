@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from chat_support import native_upstream
 from live import LiveServer
 from server_support import config_with
 
-from fakes.openai_server import FakeOpenAIServer, completion, tool_call
+from fakes.openai_server import FakeOpenAIServer, completion, delta, sse, tool_call
 from toolwire.server import create_app
 
 TOOLS = '''
@@ -73,9 +74,10 @@ ASK = [{"role": "user", "content": "Delete demo-app."}]
 class Gateway:
     """`toolwire serve` as a subprocess; `kill()` is SIGKILL, as a crash."""
 
-    def __init__(self, config: Path, env: dict[str, str]) -> None:
+    def __init__(self, config: Path, env: dict[str, str], *extra: str) -> None:
+        command = ["serve", "-c", str(config), "--port", "0", *extra]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "toolwire.cli.main", "serve", "-c", str(config), "--port", "0"],
+            [sys.executable, "-m", "toolwire.cli.main", *command],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -259,6 +261,36 @@ def test_a_store_that_cannot_be_opened_stops_the_start_with_one_line(
     assert "Traceback" not in out.stderr + out.stdout
     [line] = out.stderr.strip().splitlines()
     assert str(not_a_db) in line
+
+
+def test_sigterm_drains_open_streams_within_the_deadline(
+    setup: tuple[Path, dict[str, str]], openai_server: FakeOpenAIServer
+) -> None:
+    tmp_path, env = setup
+    config = _config(tmp_path, openai_server.base_url, "memory")
+    openai_server.reply(sse([delta("slow"), delta(finish_reason="stop")], interval=60))
+    gateway = Gateway(config, env, "--drain-seconds", "1")
+    streaming = threading.Event()
+
+    def stream() -> None:
+        body = {"model": "gpt", "messages": ASK, "stream": True}
+        with (
+            contextlib.suppress(httpx.TransportError),
+            gateway.http() as http,
+            http.stream("POST", "/v1/chat/completions", json=body) as response,
+        ):
+            for _ in response.iter_lines():
+                streaming.set()
+
+    client = threading.Thread(target=stream, daemon=True)
+    client.start()
+    assert streaming.wait(10)
+    started = time.monotonic()
+    gateway.proc.send_signal(signal.SIGTERM)
+    gateway.proc.wait(timeout=15)
+    assert time.monotonic() - started < 8
+    gateway.stop()
+    client.join(timeout=10)
 
 
 # --- two replicas on one Redis ------------------------------------------------------------------

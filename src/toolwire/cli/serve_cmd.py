@@ -58,6 +58,15 @@ def serve(
         bool,
         typer.Option("--access-log/--no-access-log", help="Log one line per request (uvicorn's)."),
     ] = True,
+    drain_seconds: Annotated[
+        int,
+        typer.Option(
+            "--drain-seconds",
+            min=0,
+            help="On SIGTERM / Ctrl-C, let requests in flight finish for this long, then end "
+            "the rest.",
+        ),
+    ] = 30,
 ) -> None:
     """Start the OpenAI-compatible gateway."""
     from toolwire.server import MissingExtraError, require_server_extra
@@ -109,7 +118,14 @@ def serve(
     level = os.environ.get("TOOLWIRE_LOG_LEVEL", "info")
     _log_to_stderr(level)
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level=level, lifespan="on", access_log=access_log)
+        uvicorn.Config(
+            app,
+            log_level=level,
+            lifespan="on",
+            access_log=access_log,
+            # Without a deadline a shutdown waits for every open stream, however long.
+            timeout_graceful_shutdown=drain_seconds,
+        )
     )
     server.run(sockets=[sock])
 
