@@ -347,3 +347,17 @@ def test_prose_mentioning_tool_request_stays_text(
     assert answer.choices[0].message.content == prose
     assert not answer.choices[0].message.tool_calls
     assert answer.choices[0].finish_reason == "stop"
+
+
+@pytest.mark.parametrize(
+    ("call_id", "in_header"),
+    [("a\r\nb", "a%0D%0Ab"), ("a\x00b", "a%00b"), ("日本", "%E6%97%A5%E6%9C%AC"), ("x,y", "x%2Cy")],
+)
+def test_an_orphan_id_that_is_no_header_value_is_encoded_in_the_header(
+    server: LiveServer, openai_server: FakeOpenAIServer, call_id: str, in_header: str
+) -> None:
+    openai_server.reply(completion("Hello."))
+    messages = [*user(), {"role": "tool", "tool_call_id": call_id, "content": "x"}, *user("?")]
+    response = post_chat(server, {"model": "gpt", "messages": messages})
+    assert response.status_code == 200, response.text
+    assert response.headers["toolwire-dropped-tool-results"] == in_header

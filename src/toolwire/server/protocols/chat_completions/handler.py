@@ -44,7 +44,7 @@ from toolwire.server.protocols.chat_completions.wire import (
     new_completion_id,
 )
 from toolwire.server.requests import read_json
-from toolwire.server.responses import json_response
+from toolwire.server.responses import DROPPED_HEADER, dropped_header, json_response
 from toolwire.server.streaming import stream_response, unless_disconnected
 from toolwire.store.base import StoreError
 from toolwire.tools import ToolContext
@@ -53,8 +53,6 @@ __all__ = ["DROPPED_HEADER", "chat_completions", "routes"]
 
 logger = logging.getLogger("toolwire.server")
 
-DROPPED_HEADER = "toolwire-dropped-tool-results"
-"""Names the orphan tool results the gateway dropped (comma-separated call ids)."""
 
 T = TypeVar("T")
 
@@ -72,7 +70,7 @@ async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext)
     model = gateway.models.get(chat.model)
     if model is None:
         raise gateway.unknown_model(chat.model)
-    headers = {DROPPED_HEADER: ",".join(chat.dropped_results)} if chat.dropped_results else {}
+    headers = dropped_header(chat.dropped_results)
     use_agent = bool(gateway.server_tool_names)
     if use_agent:
         answer = await _agent_response(request, gateway, chat, ctx)
