@@ -15,14 +15,18 @@ from collections.abc import AsyncIterator, Mapping
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
 from toolwire.server.config import GatewayConfig
 from toolwire.server.errors import GatewayError, error_body
 from toolwire.server.gateway import Gateway
+from toolwire.server.limits import InFlightLimit
+from toolwire.server.protocols.anthropic_messages import routes as messages_routes
 from toolwire.server.protocols.chat_completions import routes as chat_routes
 from toolwire.server.protocols.models import routes as model_routes
+from toolwire.server.protocols.responses import routes as responses_routes
 from toolwire.server.responses import json_response
 from toolwire.server.routes.probes import routes as probe_routes
 from toolwire.server.routes.runs import routes as run_routes
@@ -65,6 +69,8 @@ def create_app(
         routes=[
             *probe_routes,
             *chat_routes,
+            *messages_routes,
+            *responses_routes,
             *model_routes,
             *tool_routes,
             *run_routes,
@@ -74,6 +80,14 @@ def create_app(
             HTTPException: _http_error,
             ClientGone: _client_gone,
         },
+        middleware=[
+            Middleware(
+                InFlightLimit,
+                max_requests=gateway.config.limits.max_in_flight,
+                max_bytes=gateway.config.limits.max_in_flight_bytes,
+                body_cap=gateway.config.limits.max_body_bytes,
+            )
+        ],
         lifespan=lifespan,
     )
     app.state.gateway = gateway

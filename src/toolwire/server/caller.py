@@ -40,11 +40,15 @@ class Caller:
 def authenticate(request: Request) -> Caller:
     """Check the request's key (when keys are configured) and build its context.
 
+    The key is read from `Authorization: Bearer <key>`, or else from `x-api-key: <key>`,
+    which is how Anthropic's clients send theirs.
+
     Raises:
         GatewayError: 401 for a missing or unknown key.
     """
     gateway = gateway_of(request)
-    token = bearer_token(request.headers.get("authorization"))
+    bearer = bearer_token(request.headers.get("authorization"))
+    token = bearer or request.headers.get("x-api-key", "").strip() or None
     key = None
     if gateway.keyring.enabled:
         key = gateway.keyring.authenticate(token)
@@ -52,7 +56,8 @@ def authenticate(request: Request) -> Caller:
             message = (
                 "Invalid gateway key."
                 if token is not None
-                else "Missing gateway key: send it as 'Authorization: Bearer <key>'."
+                else "Missing gateway key: send it as 'Authorization: Bearer <key>' "
+                "(or 'x-api-key: <key>')."
             )
             raise GatewayError(
                 401,
@@ -62,9 +67,10 @@ def authenticate(request: Request) -> Caller:
             )
     # The token HTTP tools may forward: the caller's own, sent apart from the gateway key
     # when there is one; the gateway key itself is never passed on.
+    # An `x-api-key` is an API key, not a token of the caller's to pass on: never forwarded.
     forwarded = bearer_token(request.headers.get("x-forwarded-authorization"))
     if forwarded is None and not gateway.keyring.enabled:
-        forwarded = token
+        forwarded = bearer
     ctx = gateway.context(key, forwarded)
     # Kept in audit records so an operator can find a request's tool calls.
     ctx.metadata["request_id"] = request.headers.get("x-request-id") or uuid.uuid4().hex

@@ -332,6 +332,12 @@ class LimitsConfig(_Section):
     max_messages: int = Field(default=512, gt=0)
     max_tools: int = Field(default=128, gt=0)
     max_iterations: int = Field(default=5, ge=1, le=100)
+    max_in_flight: int = Field(default=1024, ge=1)
+    """Requests in flight at once (a stream counts until it ends); past it, 503 with
+    `Retry-After` before the body is read."""
+    max_in_flight_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    """Request bodies in flight at once, by `Content-Length` (a body sent without one
+    counts as `max_body_bytes`); past it, 503 with `Retry-After`."""
     max_tool_calls: int = Field(default=64, ge=1, le=10_000)
     """Tool calls one model turn may make when server tools run; the rest are refused
     (`too_many_calls`) and not run."""

@@ -18,7 +18,6 @@ two replicas), exactly one wins; the other gets 409.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -28,6 +27,7 @@ from starlette.routing import Route
 
 from toolwire.agent.agent import RunConflict
 from toolwire.agent.journal import read_status
+from toolwire.server.approvals import can_see_all, decide, visible
 from toolwire.server.caller import Caller, authenticate, gateway_of
 from toolwire.server.errors import GatewayError, store_error
 from toolwire.server.gateway import Gateway
@@ -88,10 +88,6 @@ def _not_found(kind: str, ident: str) -> GatewayError:
     return GatewayError(404, f"{kind} {ident!r} does not exist.", code=f"{kind.lower()}_not_found")
 
 
-def _visible(caller: Caller, owner: str | None) -> bool:
-    return caller.admin or owner == caller.name
-
-
 # --- approvals ------------------------------------------------------------------------------
 
 
@@ -131,7 +127,7 @@ async def _get_approval(request: Request) -> Response:
         record = await gateway.store.get_approval(ident)
     except StoreError as exc:
         raise store_error(exc) from None
-    if record is None or not _visible(caller, record.requested_by):
+    if record is None or not visible(caller, record.requested_by):
         raise _not_found("Approval", ident)
     return json_response(approval_body(record, time.time()))
 
@@ -161,83 +157,27 @@ class DecisionRequest(BaseModel):
         return self.decision == "approve" if self.decision is not None else bool(self.approve)
 
 
-def _may_decide(caller: Caller, record: ApprovalRecord) -> str | None:
-    """Why the caller may not decide `record`, or `None` when it may."""
-    if record.approver is not None and caller.key is not None and caller.name != record.approver:
-        return f"Tool {record.tool!r} must be approved by the key {record.approver!r}."
-    if caller.admin:
-        return None
-    assert caller.key is not None
-    if caller.key.approve == "any":
-        return None
-    if caller.key.approve == "own" and record.requested_by == caller.name:
-        return None
-    return (
-        f"The key {caller.name!r} may not decide this approval (its setting is "
-        f"approve: {caller.key.approve}); ask a key allowed to approve."
-    )
-
-
 async def _decide(request: Request) -> Response:
     gateway, caller = await _store(request)
     ident: str = request.path_params["id"]
     body = validate_body(DecisionRequest, await read_json(request, limit=64 * 1024))
+    now = time.time()
     try:
         record = await gateway.store.get_approval(ident)
-        if record is None or not (_visible(caller, record.requested_by) or _can_see_all(caller)):
+        if record is None or not (visible(caller, record.requested_by) or can_see_all(caller)):
             raise _not_found("Approval", ident)
-        refusal = _may_decide(caller, record)
-        if refusal is not None:
-            raise GatewayError(403, refusal, code="approval_forbidden")
-        now = time.time()
-        status = record.effective_status(now)
-        if status != "pending":
-            hint = " (ask the model to call the tool again)" if status == "expired" else ""
-            raise GatewayError(
-                409,
-                f"Approval {ident!r} is {status}, not pending: it cannot be decided{hint}.",
-                code="approval_not_pending",
-            )
-        decided = replace(
+        decided = await decide(
+            gateway.store,
             record,
-            status="approved" if body.approved else "denied",
-            decided_by=caller.name or "anonymous",
-            decided_at=now,
-            decision_reason=body.reason,
+            caller,
+            approve=body.approved,
+            reason=body.reason,
+            request_id=request.headers.get("x-request-id"),
+            now=now,
         )
-        if not await gateway.store.update_approval(decided, expect=("pending",)):
-            raise GatewayError(
-                409,
-                f"Approval {ident!r} was decided by another request at the same moment.",
-                code="approval_not_pending",
-            )
-        await gateway.store.append_audit(_decision_audit(decided, caller, request))
     except StoreError as exc:
         raise store_error(exc) from None
     return json_response(approval_body(decided, now))
-
-
-def _can_see_all(caller: Caller) -> bool:
-    return caller.key is not None and caller.key.approve == "any"
-
-
-def _decision_audit(record: ApprovalRecord, caller: Caller, request: Request) -> AuditRecord:
-    return AuditRecord(
-        time=record.decided_at or time.time(),
-        event="finished",
-        tool=record.tool,
-        effects=record.effects,
-        arguments_hash=record.arguments_hash,
-        arguments=None,
-        call_id=record.call_id,
-        outcome=f"approval_{record.status}",
-        run_id=record.run_id,
-        key_name=caller.name,
-        approval_id=record.id,
-        approved_by=record.decided_by,
-        approved_at=record.decided_at,
-        request_id=request.headers.get("x-request-id"),
-    )
 
 
 # --- runs -----------------------------------------------------------------------------------
@@ -277,7 +217,7 @@ async def _get_run(request: Request) -> Response:
         record = await gateway.store.get_run(ident)
     except StoreError as exc:
         raise store_error(exc) from None
-    if record is None or not _visible(caller, record.owner):
+    if record is None or not visible(caller, record.owner):
         raise _not_found("Run", ident)
     return json_response(run_body(record, time.time()))
 
@@ -298,7 +238,7 @@ async def _resume(request: Request) -> Response:
         record = await gateway.store.get_run(ident)
     except StoreError as exc:
         raise store_error(exc) from None
-    if record is None or not _visible(caller, record.owner):
+    if record is None or not visible(caller, record.owner):
         raise _not_found("Run", ident)
     model_id = record.model or ""
     agent = gateway.agents.get(model_id)

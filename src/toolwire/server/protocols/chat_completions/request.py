@@ -28,7 +28,7 @@ from toolwire.server.protocols.chat_completions.transcript import shown as _show
 from toolwire.server.requests import validate_body
 from toolwire.tools.tool import Tool
 
-__all__ = ["ChatRequest", "parse_chat_request"]
+__all__ = ["ChatRequest", "parse_chat_request", "tool_parameters"]
 
 _TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _TOOL_CHOICES: Final = ("auto", "none", "required")
@@ -289,14 +289,18 @@ def _tools(raw: Any, max_tools: int, server_tools: Collection[str]) -> tuple[Too
         strict = function.get("strict")
         if strict is not None and type(strict) is not bool:
             raise _bad(f"{where}.function.strict", f"must be a boolean, not {json_type(strict)}.")
-        parameters = _parameters(function.get("parameters"), f"{where}.function.parameters", name)
+        parameters = tool_parameters(
+            function.get("parameters"), f"{where}.function.parameters", name
+        )
         tools.append(
             Tool(name=name, description=description or "", input_schema=parameters, strict=strict)
         )
     return tuple(tools)
 
 
-def _parameters(schema: Any, where: str, name: str) -> dict[str, Any]:
+def tool_parameters(schema: Any, where: str, name: str) -> dict[str, Any]:
+    """A client tool's `parameters` checked as a JSON Schema object (400 at `where`);
+    absent or `{}` is a tool without arguments. Shared by the front doors."""
     if schema is None or schema == {}:
         return {"type": "object", "properties": {}}
     if type(schema) is not dict:

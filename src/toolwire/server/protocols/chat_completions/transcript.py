@@ -35,7 +35,7 @@ from toolwire.server.config import Dialect
 from toolwire.server.errors import GatewayError
 from toolwire.tools.call import ToolCall
 
-__all__ = ["Transcript", "field_error", "json_type", "parse_messages", "shown"]
+__all__ = ["Transcript", "as_tool_request", "field_error", "json_type", "parse_messages", "shown"]
 
 ROLES: Final = ("system", "developer", "user", "assistant", "tool")
 USER_PART_TYPES: Final = ("text", "image_url", "input_audio", "file")
@@ -194,7 +194,7 @@ def _assistant(item: dict[str, Any], i: int, tool_request: bool) -> AssistantMes
     if raw_calls is not None:
         calls = _tool_calls(raw_calls, i)
     elif tool_request and content is not None:
-        call = _as_tool_request(content, i)
+        call = as_tool_request(content, i)
         if call is not None:
             return AssistantMessage(tool_calls=(call,))
     return AssistantMessage(content=content, tool_calls=calls)
@@ -276,7 +276,7 @@ def _tool_calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def _as_tool_request(content: str, i: int) -> ToolCall | None:
+def as_tool_request(content: str, i: int) -> ToolCall | None:
     """The call of a `{"tool_request": {...}}` message, or None when it is plain text."""
     text = content.strip()
     # Cheap checks first: almost every assistant message is prose.

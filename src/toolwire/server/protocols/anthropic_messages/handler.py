@@ -1,0 +1,264 @@
+"""`POST /v1/messages` and `POST /v1/messages/count_tokens`: the Anthropic Messages API.
+
+Two paths, chosen as on the chat endpoint by whether the gateway has server tools:
+
+- **Direct**: one model turn. Text streams as the upstream writes it; each tool call is
+  written whole once the turn is complete (see `wire.MessageWriter`).
+- **Agent**: the loop runs server tools inside the gateway until the model answers or
+  calls a client tool (see `agent_path`).
+
+Every failure on these routes answers in Anthropic's error shape with Anthropic's
+statuses, so the `anthropic` SDK raises its own exception classes. The gateway key is
+accepted as `x-api-key` (what the SDK sends) or `Authorization: Bearer`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from toolwire.agent.result import RunResult
+from toolwire.models import Model, ModelError, ModelResponse
+from toolwire.parsing.events import ContentDelta
+from toolwire.parsing.events import ReasoningDelta as ModelReasoningDelta
+from toolwire.server.caller import authenticate, gateway_of
+from toolwire.server.errors import GatewayError, store_error, upstream_error
+from toolwire.server.gateway import Gateway
+from toolwire.server.memory import remember_steps, restore_steps
+from toolwire.server.protocols.anthropic_messages.agent_path import agent_message, agent_stream
+from toolwire.server.protocols.anthropic_messages.request import (
+    MessagesRequest,
+    parse_messages_request,
+)
+from toolwire.server.protocols.anthropic_messages.tokens import estimate_tokens
+from toolwire.server.protocols.anthropic_messages.wire import (
+    MessageWriter,
+    error_body,
+    new_message_id,
+    stop_reason,
+)
+from toolwire.server.requests import read_json
+from toolwire.server.responses import dropped_header, json_response
+from toolwire.server.streaming import ClientGone, stream_response, unless_disconnected
+from toolwire.store.base import StoreError
+from toolwire.tools import ToolContext
+
+__all__ = ["IGNORED_HEADER", "count_tokens", "messages", "routes"]
+
+logger = logging.getLogger("toolwire.server")
+
+IGNORED_HEADER = "toolwire-ignored-fields"
+"""Names the request fields the gateway did not interpret (comma-separated)."""
+
+
+async def messages(request: Request, gateway: Gateway, ctx: ToolContext) -> Response:
+    """Serve one Messages request (authentication already done)."""
+    data = await read_json(request, limit=gateway.config.limits.max_body_bytes)
+    req = _parse(data, gateway)
+    model = gateway.models.get(req.model)
+    if model is None:
+        raise gateway.unknown_model(req.model)
+    headers = {"request-id": str(ctx.metadata["request_id"])}
+    headers.update(dropped_header(req.dropped_results))
+    if req.ignored_fields:
+        headers[IGNORED_HEADER] = ",".join(req.ignored_fields)
+    writer = MessageWriter(
+        id=new_message_id(), model=req.model, stream=req.stream, thinking=req.thinking
+    )
+    if gateway.server_tool_names:
+        answer = await _agent_response(request, gateway, req, ctx, writer)
+        if isinstance(answer, dict):
+            return json_response(answer, headers=headers)
+        return await stream_response(answer, headers)
+    if req.stream:
+        return await stream_response(_direct_stream(model, req, writer, gateway.redact), headers)
+    body = await unless_disconnected(request, _direct_complete(model, req, writer, gateway.redact))
+    return json_response(body, headers=headers)
+
+
+async def count_tokens(request: Request, gateway: Gateway) -> Response:
+    """`{"input_tokens": n}`: an estimate (see `tokens`); the upstream is not called."""
+    data = await read_json(request, limit=gateway.config.limits.max_body_bytes)
+    req = _parse(data, gateway, count_only=True)
+    if req.model not in gateway.models:
+        raise gateway.unknown_model(req.model)
+    # The model is shown the gateway's server tools too, when it has any.
+    tools = [*req.tools, *gateway.tools.provider.tools]
+    return json_response({"input_tokens": estimate_tokens(req.messages, tools)})
+
+
+def _parse(data: Any, gateway: Gateway, *, count_only: bool = False) -> MessagesRequest:
+    return parse_messages_request(
+        data,
+        limits=gateway.config.limits,
+        strict_tool_results=gateway.config.strict_tool_results,
+        server_tools=gateway.server_tool_names,
+        count_only=count_only,
+    )
+
+
+# --- direct: one model turn ----------------------------------------------------------------
+
+
+async def _direct_complete(
+    model: Model, req: MessagesRequest, writer: MessageWriter, redact: Callable[[str], str]
+) -> dict[str, Any]:
+    try:
+        response = await model.complete(req.messages, req.tools, req.settings)
+    except ModelError as exc:
+        raise upstream_error(exc, redact) from None
+    writer.reasoning(response.message.reasoning or "")
+    writer.text(response.message.content or "")
+    _end(writer, response)
+    return writer.message()
+
+
+async def _direct_stream(
+    model: Model, req: MessagesRequest, writer: MessageWriter, redact: Callable[[str], str]
+) -> AsyncIterator[bytes]:
+    events = model.stream(req.messages, req.tools, req.settings)
+    opened = False
+    try:
+        async for event in events:
+            if not opened:
+                opened = True
+                yield writer.start()
+            chunk = b""
+            if isinstance(event, ContentDelta):
+                chunk = writer.text(event.text)
+            elif isinstance(event, ModelReasoningDelta):
+                chunk = writer.reasoning(event.text)
+            elif isinstance(event, ModelResponse):
+                yield _end(writer, event)
+                return
+            # Tool-call deltas are not forwarded: the calls are written whole from the
+            # final response, whose arguments are the authoritative (assembled, parsed,
+            # repaired) ones.
+            if chunk:
+                yield chunk
+    except ModelError as exc:
+        error = upstream_error(exc, redact)
+        if not opened:
+            raise error from None
+        logger.warning("upstream failed mid-stream: %s", error.message)
+        yield writer.error(error_body(error))
+        return
+    finally:
+        aclose = getattr(events, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    # A model that ends without its response broke the protocol; say so, never truncate.
+    early = GatewayError(502, "The upstream ended its answer early.", type="api_error")
+    if not opened:
+        raise early
+    yield writer.error(error_body(early))
+
+
+def _end(writer: MessageWriter, response: ModelResponse) -> bytes:
+    out = b""
+    for call in response.message.tool_calls:
+        out += writer.tool_use(call)
+    return out + writer.finish(stop_reason(response.finish_reason), response.usage)
+
+
+# --- agent: server tools run inside the gateway --------------------------------------------
+
+
+async def _agent_response(
+    request: Request,
+    gateway: Gateway,
+    req: MessagesRequest,
+    ctx: ToolContext,
+    writer: MessageWriter,
+) -> AsyncIterator[bytes] | dict[str, Any]:
+    """Run the agent loop for the request: a stream of events, or a whole message."""
+    try:
+        await gateway.ready()
+        history = await restore_steps(gateway.store, ctx.principal, req.messages)
+    except StoreError as exc:
+        raise store_error(exc) from None
+    agent = gateway.agents[req.model]
+    first = len(history)
+    events = agent.run_stream(
+        history,
+        ctx,
+        stream=req.stream,
+        settings=req.settings,
+        client_tools=req.tools,
+        model_id=req.model,
+        unknown_calls_to_client=gateway.config.dialect == "tool_request",
+    )
+
+    async def on_done(result: RunResult) -> None:
+        await remember_steps(gateway.store, ctx.principal, result, first, gateway.config.memory_ttl)
+
+    if req.stream:
+        return agent_stream(
+            gateway,
+            events,
+            writer,
+            on_done=on_done,
+            resume=lambda run_id: agent.resume_stream(run_id, None, ctx, stream=True),
+        )
+    return await unless_disconnected(
+        request, agent_message(gateway, events, writer, on_done=on_done)
+    )
+
+
+# --- the routes ----------------------------------------------------------------------------
+
+
+async def _messages_endpoint(request: Request) -> Response:
+    return await _anthropic_errors(request, _serve_messages)
+
+
+async def _count_tokens_endpoint(request: Request) -> Response:
+    return await _anthropic_errors(request, _serve_count_tokens)
+
+
+async def _serve_messages(request: Request) -> Response:
+    caller = authenticate(request)
+    return await messages(request, gateway_of(request), caller.ctx)
+
+
+async def _serve_count_tokens(request: Request) -> Response:
+    authenticate(request)
+    return await count_tokens(request, gateway_of(request))
+
+
+async def _anthropic_errors(
+    request: Request, serve: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    """Run `serve`, answering every failure in Anthropic's error shape."""
+    try:
+        if request.method != "POST":
+            raise GatewayError(
+                405,
+                f"Method {request.method} is not allowed on {request.url.path}; use POST.",
+                headers={"Allow": "POST"},
+            )
+        return await serve(request)
+    except GatewayError as exc:
+        return json_response(error_body(exc), exc.status, exc.headers)
+    except ClientGone:
+        raise
+    except Exception:
+        logger.exception("unexpected failure on %s", request.url.path)
+        failure = GatewayError(
+            500, "The gateway failed while serving the request; see its log.", type="api_error"
+        )
+        return json_response(error_body(failure), failure.status)
+
+
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
+"""Every method reaches the endpoint, so a wrong one gets Anthropic's error shape too."""
+
+routes = [
+    Route("/v1/messages", _messages_endpoint, methods=_METHODS),
+    Route("/v1/messages/count_tokens", _count_tokens_endpoint, methods=_METHODS),
+]
