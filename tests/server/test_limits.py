@@ -57,3 +57,21 @@ def test_past_the_in_flight_limits_requests_get_503_with_retry_after(
             "/v1/chat/completions", content=big, headers={"content-type": "application/json"}
         )
         assert too_big.status_code == 503
+
+
+def test_a_body_sent_too_slowly_gets_408(openai_server: FakeOpenAIServer) -> None:
+    import socket
+
+    config = config_with(
+        upstream=openai_upstream(openai_server.base_url, {"gpt": "gpt-4o"}),
+        limits={"body_timeout": 0.5},
+    )
+    with live_gateway(config) as live, socket.create_connection(("127.0.0.1", live.port)) as sock:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"model"'
+        )
+        sock.settimeout(10)
+        answer = sock.recv(4096).decode()
+    assert answer.startswith("HTTP/1.1 408")
+    assert "request_timeout" in answer

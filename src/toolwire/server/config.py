@@ -332,6 +332,8 @@ class LimitsConfig(_Section):
     max_messages: int = Field(default=512, gt=0)
     max_tools: int = Field(default=128, gt=0)
     max_iterations: int = Field(default=5, ge=1, le=100)
+    body_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a client may take to send a request body; slower gets 408."""
     max_in_flight: int = Field(default=1024, ge=1)
     """Requests in flight at once (a stream counts until it ends); past it, 503 with
     `Retry-After` before the body is read."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+import asyncio
+from typing import Any, Final, TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -18,12 +19,32 @@ M = TypeVar("M", bound=BaseModel)
 _MAX_LISTED = 3
 
 
+BODY_TIMEOUT: Final = 30.0
+"""Seconds a client may take to send its whole body by default (`limits.body_timeout`)."""
+
+
 async def read_body(request: Request, *, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it is known to exceed `limit` bytes.
+    """The request body, refused with 413 as soon as it is known to exceed `limit` bytes,
+    and with 408 when it takes longer than the gateway's `limits.body_timeout` to arrive (a
+    slow-loris client holding a request open byte by byte).
 
     A `Content-Length` over the limit is refused before a byte of the body is read; a body
     sent without one (chunked) is refused once the bytes read pass the limit.
     """
+    gateway = getattr(request.app.state, "gateway", None) if "app" in request.scope else None
+    seconds = gateway.config.limits.body_timeout if gateway is not None else BODY_TIMEOUT
+    try:
+        async with asyncio.timeout(seconds):
+            return await _read_body(request, limit)
+    except TimeoutError:
+        raise GatewayError(
+            408,
+            f"The request body did not arrive within {seconds:g} seconds; send it at once.",
+            code="request_timeout",
+        ) from None
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
