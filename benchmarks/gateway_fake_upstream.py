@@ -10,6 +10,8 @@ gateway, not the fake. `POST .../chat/completions` answers by the request body:
 - `"stream": true` → a 20-chunk SSE stream (chunked transfer encoding, one HTTP chunk per
   event, all written at once), then `data: [DONE]`;
 - otherwise → one small `chat.completion` JSON;
+- a model whose name contains `tools` → the server-tool loop: a native call of `lookup`
+  (`{"key": "k1"}`) while the request holds no tool result yet, then the usual answer;
 - a model whose name contains `hermes` → the `parse:hermes` scenario: the content is
   `<tool_call>{"name": "write_file", "arguments": {...}}</tool_call>` as raw text, with a
   string argument of `--hermes-kb` KB, streamed in 1-character deltas (1 KB if the name
@@ -34,6 +36,7 @@ HERMES_TOOL: Final = "write_file"
 HERMES_PATH: Final = "notes.txt"
 _STREAM_FIELD: Final = re.compile(rb'"stream"\s*:\s*true')
 _MODEL_FIELD: Final = re.compile(rb'"model"\s*:\s*"([^"]*)"')
+_TOOL_RESULT: Final = re.compile(rb'"role"\s*:\s*"tool"')
 
 
 def hermes_text(kb: int) -> str:
@@ -130,6 +133,27 @@ def build_responses(hermes_kb: int) -> dict[str, bytes]:
         plain["choices"][0]["message"]["content"] = text
         return _sse(events), _json_response(plain)
 
+    call = {
+        "id": "call_bench",
+        "type": "function",
+        "function": {"name": "lookup", "arguments": '{"key": "k1"}'},
+    }
+    tool_plain = json.loads(json.dumps(completion))
+    tool_plain["choices"][0]["message"] = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call],
+    }
+    tool_plain["choices"][0]["finish_reason"] = "tool_calls"
+    tool_events = [
+        _chunk_event(
+            MODEL,
+            {"role": "assistant", "content": None, "tool_calls": [{"index": 0, **call}]},
+            None,
+        ),
+        _chunk_event(MODEL, {}, "tool_calls"),
+    ]
+
     hermes_stream, hermes_plain = hermes(hermes_kb)
     warm_stream, warm_plain = hermes(1)
     return {
@@ -139,6 +163,8 @@ def build_responses(hermes_kb: int) -> dict[str, bytes]:
         "hermes_plain": hermes_plain,
         "hermes_warm": warm_stream,
         "hermes_warm_plain": warm_plain,
+        "tool_call": _sse(tool_events),
+        "tool_call_plain": _json_response(tool_plain),
         "models": _json_response(
             {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "bench"}]}
         ),
@@ -203,6 +229,8 @@ class UpstreamProtocol(asyncio.Protocol):
             found = _MODEL_FIELD.search(body)
             model = found.group(1) if found is not None else b""
             stream = _STREAM_FIELD.search(body) is not None
+            if b"tools" in model and _TOOL_RESULT.search(body) is None:
+                return self._responses["tool_call" if stream else "tool_call_plain"]
             if b"hermes" in model:
                 name = "hermes_warm" if b"warm" in model else "hermes"
                 return self._responses[name if stream else f"{name}_plain"]
