@@ -17,8 +17,9 @@ finished = threading.Event()
 
 
 def reset() -> None:
-    for event in (started, cancelled, finished):
+    for event in (started, cancelled, finished, sync_started, sync_release):
         event.clear()
+    sync_written.clear()
 
 
 @tool
@@ -36,3 +37,24 @@ async def slow_lookup(query: str) -> str:
         raise
     finished.set()
     return f"found {query}"
+
+
+sync_started = threading.Event()
+"""Set when `slow_sync_write` begins (in its thread)."""
+sync_release = threading.Event()
+"""Lets `slow_sync_write` go on."""
+sync_written: list[str] = []
+"""What `slow_sync_write` really wrote."""
+
+
+@tool(effects="write")
+def slow_sync_write(name: str) -> str:
+    """Write a record, slowly (a sync tool: it runs in a thread that cannot be stopped).
+
+    Args:
+        name: The record.
+    """
+    sync_started.set()
+    sync_release.wait(timeout=20)
+    sync_written.append(name)
+    return f"wrote {name}"

@@ -416,3 +416,37 @@ def test_a_502_never_names_the_upstream_and_the_log_has_the_detail(
     assert "127.0.0.1" not in error["message"]
     assert error["message"].startswith("The upstream model could not be reached.")
     assert any(str(port) in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.usefixtures("slow_tool")
+async def test_disconnect_during_a_sync_tool_records_how_it_really_ended(
+    tools_server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    call = tool_call("slow_sync_write", {"name": "order-9"}, id="call_sync")
+    openai_server.reply(completion(tool_calls=[call]))
+    body = {"model": "gpt", "messages": user("Write order-9."), "stream": True}
+
+    async def call_and_leave() -> None:
+        async with (
+            httpx.AsyncClient(base_url=tools_server.url, timeout=30) as http,
+            http.stream("POST", "/v1/chat/completions", json=body) as response,
+        ):
+            async for _ in response.aiter_bytes():
+                pass
+
+    task = asyncio.create_task(call_and_leave())
+    assert await asyncio.to_thread(e2e_slow_tools.sync_started.wait, 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The thread cannot be stopped: it goes on, and the audit log says how it ended.
+    e2e_slow_tools.sync_release.set()
+    async with httpx.AsyncClient(base_url=tools_server.url, timeout=10) as http:
+        for _ in range(200):
+            records = (await http.get("/v1/audit", params={"tool": "slow_sync_write"})).json()
+            outcomes = [(r["event"], r["outcome"]) for r in records["data"]]
+            if ("finished", "finished_late") in outcomes:
+                break
+            await asyncio.sleep(0.02)
+    assert e2e_slow_tools.sync_written == ["order-9"]
+    assert outcomes == [("started", None), ("finished", "finished_late")]
