@@ -240,3 +240,24 @@ async def test_retry_budget_counts_invalid_json_per_tool_and_per_context() -> No
     # Valid calls still run after the budget is spent.
     ok = await runner.exec(call("search", {"query": "vpn"}), ctx)
     assert ok.success
+
+
+@pytest.mark.parametrize("depth", [300, 900, 1000])
+async def test_deeply_nested_arguments_are_invalid_arguments_not_an_internal_error(
+    depth: int,
+) -> None:
+    from toolwire.runner import ToolRunner
+    from toolwire.tools import Toolbox, ToolCall, tool
+
+    @tool
+    def total(x: list[int]) -> int:
+        """Add numbers."""
+        return sum(x)
+
+    deep = "[" * depth + "]" * depth
+    result = await ToolRunner(Toolbox([total])).exec(
+        ToolCall(id="c", name="total", arguments='{"x": ' + deep + "}")
+    )
+    assert result.error is not None
+    assert result.error.code == "invalid_arguments"
+    assert "nested too deeply" in result.error.message

@@ -77,12 +77,20 @@ class ArgumentSpec:
             ArgumentError: `invalid_json` or `invalid_arguments`, with a message for the model.
         """
         args, repairs = self.parse(raw, repair=repair)
-        if not self._is_valid(args):
-            before = len(repairs)
-            if repair:
-                args = _repair(args, self.schema, self.schema, "", repairs, 0)
-            if len(repairs) == before or not self._is_valid(args):
-                raise self._invalid(args)
+        try:
+            if not self._is_valid(args):
+                before = len(repairs)
+                if repair:
+                    args = _repair(args, self.schema, self.schema, "", repairs, 0)
+                if len(repairs) == before or not self._is_valid(args):
+                    raise self._invalid(args)
+        except (ValueError, RecursionError):
+            # The validator gives up on very deep values ("Recursion limit reached").
+            raise ArgumentError(
+                "invalid_arguments",
+                f"The arguments for tool {self.tool_name!r} are nested too deeply to check. "
+                f"Send flatter arguments. {self.hint()}",
+            ) from None
         if self._plan is not None:
             _apply_defaults(args, self._plan)
         return args, repairs
