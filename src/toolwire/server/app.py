@@ -27,6 +27,7 @@ from toolwire.server.protocols.anthropic_messages import routes as messages_rout
 from toolwire.server.protocols.chat_completions import routes as chat_routes
 from toolwire.server.protocols.models import routes as model_routes
 from toolwire.server.protocols.responses import routes as responses_routes
+from toolwire.server.request_id import RequestId
 from toolwire.server.responses import json_response
 from toolwire.server.routes.probes import routes as probe_routes
 from toolwire.server.routes.runs import routes as run_routes
@@ -81,12 +82,13 @@ def create_app(
             ClientGone: _client_gone,
         },
         middleware=[
+            Middleware(RequestId),
             Middleware(
                 InFlightLimit,
                 max_requests=gateway.config.limits.max_in_flight,
                 max_bytes=gateway.config.limits.max_in_flight_bytes,
                 body_cap=gateway.config.limits.max_body_bytes,
-            )
+            ),
         ],
         lifespan=lifespan,
     )

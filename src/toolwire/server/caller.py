@@ -10,6 +10,7 @@ from starlette.requests import Request
 from toolwire.server.auth import GatewayKey, bearer_token
 from toolwire.server.errors import GatewayError
 from toolwire.server.gateway import Gateway
+from toolwire.server.request_id import request_id_of
 from toolwire.tools import ToolContext
 
 __all__ = ["Caller", "authenticate", "gateway_of"]
@@ -73,5 +74,5 @@ def authenticate(request: Request) -> Caller:
         forwarded = bearer
     ctx = gateway.context(key, forwarded)
     # Kept in audit records so an operator can find a request's tool calls.
-    ctx.metadata["request_id"] = request.headers.get("x-request-id") or uuid.uuid4().hex
+    ctx.metadata["request_id"] = request_id_of(request.scope) or "req_" + uuid.uuid4().hex
     return Caller(key, ctx)

@@ -1,18 +1,74 @@
-"""`GET /healthz`: the process is alive (never needs a key)."""
+"""The probes, which never need a key.
+
+- `GET /healthz`: the process is alive.
+- `GET /readyz`: it can serve: the upstream answers (any HTTP answer counts: the point is
+  reachability, not the key) and the store is open, when the gateway has server tools.
+  503 names what is down; the detail (addresses, errors) goes to the log only.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from typing import Final
+
+import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from toolwire.server.caller import gateway_of
+from toolwire.server.gateway import Gateway
 from toolwire.server.responses import json_response
 
 __all__ = ["routes"]
+
+logger = logging.getLogger("toolwire.server")
+
+PROBE_TIMEOUT: Final = 3.0
 
 
 async def _healthz(request: Request) -> Response:
     return json_response({"status": "ok"})
 
 
-routes = [Route("/healthz", _healthz, methods=["GET"])]
+async def _readyz(request: Request) -> Response:
+    gateway = gateway_of(request)
+    upstream, store = await asyncio.gather(_upstream(gateway), _store(gateway))
+    checks = {"upstream": upstream, "store": store}
+    ready = all(v in ("ok", "not used") for v in checks.values())
+    return json_response(
+        {"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503
+    )
+
+
+async def _upstream(gateway: Gateway) -> str:
+    config = gateway.config.upstream
+    base_url = config.effective_base_url
+    if config.kind == "offline" or base_url is None:
+        return "ok"
+    try:
+        await gateway.http_client.get(base_url, timeout=PROBE_TIMEOUT)
+    except httpx.HTTPError as exc:
+        logger.warning("readyz: the upstream is unreachable: %s", gateway.redact(str(exc)))
+        return "unreachable"
+    return "ok"
+
+
+async def _store(gateway: Gateway) -> str:
+    if not gateway.server_tool_names:
+        return "not used"
+    try:
+        async with asyncio.timeout(PROBE_TIMEOUT):
+            store = await gateway.ready()
+            await store.ping()
+    except Exception as exc:
+        logger.warning("readyz: the store is unavailable: %s", exc)
+        return "unavailable"
+    return "ok"
+
+
+routes = [
+    Route("/healthz", _healthz, methods=["GET"]),
+    Route("/readyz", _readyz, methods=["GET"]),
+]

@@ -1,0 +1,49 @@
+"""`RequestId`: every request gets an id, returned as `X-Request-Id` and kept in the audit
+log, so an operator can find what one request did.
+
+A client's own `X-Request-Id` is kept when it is a short printable token (a proxy's id
+then follows the request through); otherwise the gateway makes one.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Final
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["RequestId", "request_id_of"]
+
+_USABLE: Final = re.compile(rb"[A-Za-z0-9._:\-]{1,128}")
+
+
+def request_id_of(scope: Scope) -> str | None:
+    """The id `RequestId` gave this request, if it ran."""
+    state = scope.get("state")
+    value = state.get("request_id") if isinstance(state, dict) else None
+    return value if isinstance(value, str) else None
+
+
+class RequestId:
+    """ASGI middleware: put the request's id in `scope["state"]` and in the response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = next((v for k, v in scope.get("headers", ()) if k == b"x-request-id"), None)
+        rid = given.decode() if given is not None and _USABLE.fullmatch(given) else None
+        rid = rid or "req_" + uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = rid
+        header = (b"x-request-id", rid.encode())
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), header]
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
