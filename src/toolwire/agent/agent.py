@@ -708,7 +708,8 @@ class _Run:
             run_id=state.run_id,
             approvals=list(state.approvals),
             first_step=self.first_step,
-            state=RunState.from_json(state.to_json()) if paused else None,
+            # No copy: `resume` works on its own copy of whatever it is given.
+            state=state if paused else None,
         )
 
 

@@ -15,21 +15,17 @@ and pending approvals in `toolwire` (streams: a `run_status` event); with
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from toolwire.agent import (
     AgentEvent,
-    ApprovalRequired,
     Done,
     ReasoningDelta,
     TextDelta,
     ToolCallResult,
-    ToolCallStart,
 )
 from toolwire.agent.result import RunResult
 from toolwire.models import ModelError
@@ -40,12 +36,8 @@ from toolwire.server.protocols.anthropic_messages.wire import (
     error_body,
     stop_reason,
 )
-from toolwire.server.protocols.chat_completions.agent_path import (
-    TURN_SEPARATOR,
-    approval_json,
-    run_extension,
-)
-from toolwire.server.protocols.chat_completions.wire import result_json
+from toolwire.server.protocols.chat_completions.agent_path import TURN_SEPARATOR
+from toolwire.server.run_view import event_payload, run_extension, run_status, wait_for_decisions
 from toolwire.store.base import StoreError
 
 __all__ = ["agent_message", "agent_stream"]
@@ -147,7 +139,7 @@ class _Translation:
                 final.status == "awaiting_approval"
                 and resume is not None
                 and wait > 0
-                and await _decided(self.gateway, final, wait)
+                and await wait_for_decisions(self.gateway, final, wait)
             ):
                 # Decided while the client waited: go on in the same stream.
                 events = resume(final.run_id)
@@ -168,8 +160,7 @@ class _Translation:
         writer = self.writer
         out = b""
         if result.status != "completed" and result.status != "client_tool_calls":
-            status = {k: v for k, v in run_extension(result).items() if k != "tool_calls"}
-            out += writer.extension({"type": "run_status", **status})
+            out += writer.extension({"type": "run_status", **run_status(result)})
             # The output says why the run stopped: a client that ignores the extension
             # must not get an empty answer.
             if result.output:
@@ -203,42 +194,8 @@ def _event_bytes(event: AgentEvent, writer: MessageWriter) -> bytes:
         return writer.text(event.text)
     if isinstance(event, ReasoningDelta):
         return writer.reasoning(event.text)
-    if isinstance(event, ToolCallStart):
-        return writer.extension(
-            {
-                "type": "tool_call",
-                "id": event.call_id,
-                "name": event.name,
-                "arguments": event.arguments,
-            }
-        )
-    if isinstance(event, ToolCallResult):
-        return writer.extension({"type": "tool_result", **result_json(event.result)})
-    if isinstance(event, ApprovalRequired):
-        payload: dict[str, Any] = {
-            "type": "approval_required",
-            "call_id": event.call.id,
-            "name": event.call.name,
-            "arguments": event.call.arguments,
-        }
-        if event.approval is not None:
-            payload.update(approval_json(event.approval))
-        return writer.extension(payload)
-    return b""
-
-
-async def _decided(gateway: Gateway, result: RunResult, wait: float) -> bool:
-    """Wait up to `wait` seconds until every pending approval of the run is decided."""
-    deadline = time.monotonic() + wait
-    ids = [a.id for a in result.approvals]
-    while True:
-        now = time.time()
-        records = [await gateway.store.get_approval(i) for i in ids]
-        if all(r is not None and r.effective_status(now) != "pending" for r in records):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        await asyncio.sleep(0.2)
+    payload = event_payload(event)
+    return writer.extension(payload) if payload is not None else b""
 
 
 def _error_json(failure: Exception) -> dict[str, Any]:

@@ -12,23 +12,19 @@ the decisions and goes on in it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from toolwire.agent import (
     AgentEvent,
-    ApprovalRequired,
     Done,
     ReasoningDelta,
     TextDelta,
     ToolCallResult,
-    ToolCallStart,
 )
-from toolwire.agent.result import PendingApproval, RunResult
+from toolwire.agent.result import RunResult
 from toolwire.models import AssistantMessage, FinishReason, ModelError
 from toolwire.server.errors import error_body, store_error, upstream_error
 from toolwire.server.gateway import Gateway
@@ -37,18 +33,11 @@ from toolwire.server.protocols.chat_completions.wire import (
     ChunkWriter,
     completion_body,
     new_completion_id,
-    result_json,
-    tool_calls_json,
 )
+from toolwire.server.run_view import event_payload, run_extension, run_status, wait_for_decisions
 from toolwire.store.base import StoreError
 
-__all__ = [
-    "TURN_SEPARATOR",
-    "agent_complete",
-    "agent_stream",
-    "approval_json",
-    "run_extension",
-]
+__all__ = ["TURN_SEPARATOR", "agent_complete", "agent_stream"]
 
 logger = logging.getLogger("toolwire.server")
 
@@ -141,7 +130,7 @@ async def agent_stream(
             final.status == "awaiting_approval"
             and resume is not None
             and gateway.config.approvals.wait_seconds > 0
-            and await _decided(gateway, final, gateway.config.approvals.wait_seconds)
+            and await wait_for_decisions(gateway, final, gateway.config.approvals.wait_seconds)
         ):
             # Decided while the client waited: go on in the same stream.
             events = resume(final.run_id)
@@ -153,68 +142,19 @@ async def agent_stream(
         return
 
 
-async def _decided(gateway: Gateway, result: RunResult, wait: float) -> bool:
-    """Wait up to `wait` seconds until every pending approval of the run is decided."""
-    deadline = time.monotonic() + wait
-    ids = [a.id for a in result.approvals]
-    while True:
-        now = time.time()
-        records = [await gateway.store.get_approval(i) for i in ids]
-        if all(r is not None and r.effective_status(now) != "pending" for r in records):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        await asyncio.sleep(0.2)
-
-
 def _event_chunk(event: AgentEvent, writer: ChunkWriter) -> bytes | None:
     if isinstance(event, TextDelta):
         return writer.content(event.text) if event.text else None
     if isinstance(event, ReasoningDelta):
         return writer.reasoning(event.text) if event.text else None
-    if isinstance(event, ToolCallStart):
-        return writer.extension(
-            {
-                "type": "tool_call",
-                "id": event.call_id,
-                "name": event.name,
-                "arguments": event.arguments,
-            }
-        )
-    if isinstance(event, ToolCallResult):
-        return writer.extension({"type": "tool_result", **result_json(event.result)})
-    if isinstance(event, ApprovalRequired):
-        payload: dict[str, Any] = {
-            "type": "approval_required",
-            "call_id": event.call.id,
-            "name": event.call.name,
-            "arguments": event.call.arguments,
-        }
-        if event.approval is not None:
-            payload.update(approval_json(event.approval))
-        return writer.extension(payload)
-    return None
-
-
-def approval_json(approval: PendingApproval) -> dict[str, Any]:
-    """A pending approval in the shape of the Responses API's `mcp_approval_request`
-    (`id`, `name`, `arguments`), plus toolwire's binding fields."""
-    return {
-        "type": "approval_required",
-        "id": approval.id,
-        "call_id": approval.call_id,
-        "name": approval.tool,
-        "arguments": approval.arguments,
-        "arguments_hash": approval.arguments_hash,
-        "effects": approval.effects,
-        "reason": approval.reason,
-    }
+    payload = event_payload(event)
+    return writer.extension(payload) if payload is not None else None
 
 
 def _finish(result: RunResult, writer: ChunkWriter, include_usage: bool) -> list[bytes]:
     out: list[bytes] = []
     if result.status != "completed" and result.status != "client_tool_calls":
-        out.append(writer.extension({"type": "run_status", **_status(result)}))
+        out.append(writer.extension({"type": "run_status", **run_status(result)}))
         # As in a whole response (`_final_message`), the output says why the run stopped;
         # a client that ignores the extension must not get an empty answer.
         if result.output:
@@ -253,37 +193,6 @@ def _final_message(result: RunResult) -> tuple[AssistantMessage, FinishReason]:
     return AssistantMessage(
         content=TURN_SEPARATOR.join(t for t in (text, result.output) if t)
     ), "stop"
-
-
-def _status(result: RunResult) -> dict[str, Any]:
-    out: dict[str, Any] = {"status": result.status, "output": result.output}
-    if result.run_id:
-        out["run_id"] = result.run_id
-    if result.approvals:
-        out["pending_approvals"] = [approval_json(a) for a in result.approvals]
-    elif result.pending_approvals:
-        out["pending_approvals"] = tool_calls_json(result.pending_approvals)
-    return out
-
-
-def run_extension(result: RunResult) -> dict[str, Any]:
-    """The `toolwire` field of a whole response: the server tools that ran, in order."""
-    calls: list[dict[str, Any]] = []
-    for step in result.steps:
-        by_id = {r.call_id: r for r in step.tool_results}
-        for call in step.response.message.tool_calls:
-            done = by_id.get(call.id)
-            if done is None:
-                continue
-            calls.append(
-                {
-                    "id": call.id,
-                    "name": call.name,
-                    "arguments": call.arguments,
-                    "result": result_json(done),
-                }
-            )
-    return {**_status(result), "tool_calls": calls}
 
 
 # --- errors -------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from toolwire.server.protocols.chat_completions.transcript import shown as _show
 from toolwire.server.requests import validate_body
 from toolwire.tools.tool import Tool
 
-__all__ = ["ChatRequest", "parse_chat_request", "tool_parameters"]
+__all__ = ["ChatRequest", "check_tool_choice", "parse_chat_request", "tool_parameters"]
 
 _TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _TOOL_CHOICES: Final = ("auto", "none", "required")
@@ -399,6 +399,15 @@ def _tool_choice(
             f'{{"type": "function", "function": {{"name": "<tool name>"}}}}; got {got}.',
             code="invalid_tool_choice",
         )
+    return check_tool_choice(choice, tools, server_tools, name_field="tool_choice.function.name")
+
+
+def check_tool_choice(
+    choice: str, tools: Sequence[Tool], server_tools: Collection[str], *, name_field: str
+) -> ToolChoice:
+    """`auto`, `none`, `required` or a tool name, checked against the tools on offer (the
+    client's and the gateway's); a 400 says what to send instead. Shared by the front
+    doors; `name_field` is where their request names a tool."""
     if choice in ("auto", "none"):
         return choice
     # A client tool never shares a server tool's name (refused above), so no duplicates.
@@ -413,7 +422,7 @@ def _tool_choice(
         )
     if choice != "required" and choice not in names:
         raise _bad(
-            "tool_choice.function.name",
+            name_field,
             f"{choice!r} is not one of the tools; use one of {', '.join(repr(n) for n in names)}.",
             code="invalid_tool_choice",
         )

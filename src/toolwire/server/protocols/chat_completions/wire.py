@@ -15,14 +15,13 @@ from typing import Any, Final
 import orjson
 
 from toolwire.models import AssistantMessage, FinishReason, Usage
-from toolwire.tools import ToolCall, ToolResult
+from toolwire.tools import ToolCall
 
 __all__ = [
     "DONE",
     "ChunkWriter",
     "completion_body",
     "new_completion_id",
-    "result_json",
     "tool_calls_json",
     "usage_json",
 ]
@@ -51,22 +50,6 @@ def tool_calls_json(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
         }
         for call in calls
     ]
-
-
-def result_json(result: ToolResult) -> dict[str, Any]:
-    """A `ToolResult` as JSON; `content` is the text a model is given as the tool message."""
-    error = result.error
-    return {
-        "call_id": result.call_id,
-        "name": result.name,
-        "success": result.success,
-        "result": result.result if result.success else None,
-        "error": {"code": error.code, "message": error.message} if error is not None else None,
-        "content": result.to_model_text(),
-        "duration_ms": round(result.duration_ms, 3),
-        "cached": result.cached,
-        "repaired": list(result.repaired),
-    }
 
 
 def completion_body(

@@ -24,7 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.models.base import ModelSettings, ToolChoice
 from toolwire.server.config import LimitsConfig
-from toolwire.server.protocols.chat_completions.request import tool_parameters
+from toolwire.server.protocols.chat_completions.request import (
+    check_tool_choice,
+    tool_parameters,
+)
 from toolwire.server.protocols.chat_completions.transcript import field_error, json_type, shown
 from toolwire.server.requests import validate_body
 from toolwire.tools.tool import Tool
@@ -321,8 +324,7 @@ def _tool_choice(
             f'{{"type": "function", "name": "<tool name>"}}; got {got}.',
             code="invalid_tool_choice",
         )
-    if choice in ("auto", "none"):
-        return choice
+    return check_tool_choice(choice, tools, server_tools, name_field="tool_choice.name")
     names = [*(tool.name for tool in tools), *server_tools]
     if not names:
         raise field_error(
