@@ -18,12 +18,15 @@ class LiveServer:
     The lifespan runs, so whatever the app opens at startup is closed at exit.
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, *, server: uvicorn.Server | None = None) -> None:
+        """`server`: a server of one's own (its config's app is served) instead of
+        uvicorn's default one for `app`."""
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
-        self._server = uvicorn.Server(config)
+        if server is None:
+            server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        self._server = server
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
         )

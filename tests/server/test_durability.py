@@ -8,9 +8,9 @@ write what they really did to a file, so a test can tell what ran, and how often
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -26,6 +26,7 @@ import httpx
 import pytest
 from chat_support import native_upstream
 from live import LiveServer
+from served import ServeProcess
 from server_support import config_with
 
 from fakes.openai_server import FakeOpenAIServer, completion, delta, sse, tool_call
@@ -71,62 +72,6 @@ def cached_lookup(key: str) -> dict[str, str]:
 ASK = [{"role": "user", "content": "Delete demo-app."}]
 
 
-class Gateway:
-    """`toolwire serve` as a subprocess; `kill()` is SIGKILL, as a crash."""
-
-    def __init__(self, config: Path, env: dict[str, str], *extra: str) -> None:
-        command = ["serve", "-c", str(config), "--port", "0", *extra]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "toolwire.cli.main", *command],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-        )
-        assert self.proc.stdout is not None
-        seen: list[str] = []
-        for line in self.proc.stdout:
-            seen.append(line)
-            match = re.search(r"listening on (http://\S+)/v1", line)
-            if match:
-                self.url = match.group(1)
-                break
-        else:
-            raise AssertionError("toolwire serve did not start:\n" + "".join(seen))
-        # Drain the rest of the output so the pipe never fills up.
-        self._drain = threading.Thread(target=self.proc.stdout.read, daemon=True)
-        self._drain.start()
-        with httpx.Client(timeout=5) as http:
-            for _ in range(500):
-                with contextlib.suppress(httpx.TransportError):
-                    if http.get(f"{self.url}/healthz").status_code == 200:
-                        return
-                threading.Event().wait(0.01)
-        raise AssertionError("toolwire serve never answered /healthz")
-
-    def http(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=15)
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self._close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.send_signal(signal.SIGKILL)
-        self._close()
-
-    def _close(self) -> None:
-        self.proc.wait(timeout=10)
-        self._drain.join(timeout=10)
-        assert self.proc.stdout is not None
-        self.proc.stdout.close()
-
-
 @pytest.fixture
 def setup(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """The tool module and the environment of a gateway process."""
@@ -158,7 +103,7 @@ def _side_effects(tmp_path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def _pause(gateway: Gateway, openai_server: FakeOpenAIServer) -> dict[str, Any]:
+def _pause(gateway: ServeProcess, openai_server: FakeOpenAIServer) -> dict[str, Any]:
     openai_server.reply(
         completion(tool_calls=[tool_call("delete_application", {"app_name": "demo-app"})])
     )
@@ -178,13 +123,13 @@ def test_a_pending_approval_survives_kill_9_and_resumes_once(
 ) -> None:
     tmp_path, env = setup
     config = _config(tmp_path, openai_server.base_url, f"sqlite:///{tmp_path / 'state.db'}")
-    first = Gateway(config, env)
+    first = ServeProcess(config, env)
     try:
         extension = _pause(first, openai_server)
     finally:
         first.kill()
 
-    second = Gateway(config, env)
+    second = ServeProcess(config, env)
     try:
         approval_id = extension["pending_approvals"][0]["id"]
         with second.http() as http:
@@ -208,7 +153,7 @@ def test_a_write_cut_by_kill_9_is_interrupted_and_never_rerun(
     tmp_path, env = setup
     config = _config(tmp_path, openai_server.base_url, f"sqlite:///{tmp_path / 'state.db'}")
     openai_server.reply(completion(tool_calls=[tool_call("slow_write", {"name": "order-7"})]))
-    first = Gateway(config, env)
+    first = ServeProcess(config, env)
 
     def ask() -> None:
         with contextlib.suppress(httpx.TransportError), first.http() as http:
@@ -227,7 +172,7 @@ def test_a_write_cut_by_kill_9_is_interrupted_and_never_rerun(
     first.kill()
     client.join(timeout=10)
 
-    second = Gateway(config, env)
+    second = ServeProcess(config, env)
     try:
         with second.http() as http:
             records = http.get("/v1/audit", params={"tool": "slow_write"}).json()["data"]
@@ -263,23 +208,48 @@ def test_a_store_that_cannot_be_opened_stops_the_start_with_one_line(
     assert str(not_a_db) in line
 
 
-def test_sigterm_drains_open_streams_within_the_deadline(
-    setup: tuple[Path, dict[str, str]], openai_server: FakeOpenAIServer
+_FRONT_DOORS = {
+    "chat": ("/v1/chat/completions", {"model": "gpt", "messages": ASK, "stream": True}),
+    "messages": (
+        "/v1/messages",
+        {"model": "gpt", "messages": ASK, "max_tokens": 100, "stream": True},
+    ),
+    "responses": ("/v1/responses", {"model": "gpt", "input": "Delete demo-app.", "stream": True}),
+}
+
+
+def _last_event(front_door: str, lines: list[str]) -> tuple[str | None, dict[str, Any]]:
+    """The last SSE event of a stream: its `event:` name (if any) and its data."""
+    name = None
+    events: list[tuple[str | None, dict[str, Any]]] = []
+    for line in lines:
+        if line.startswith("event:"):
+            name = line.removeprefix("event:").strip()
+        elif line.startswith("data:") and line != "data: [DONE]":
+            events.append((name, json.loads(line.removeprefix("data:"))))
+    assert events, f"{front_door}: no events in {lines!r}"
+    return events[-1]
+
+
+@pytest.mark.parametrize("front_door", sorted(_FRONT_DOORS))
+def test_sigterm_ends_open_streams_with_an_error_event_at_the_drain_deadline(
+    setup: tuple[Path, dict[str, str]], openai_server: FakeOpenAIServer, front_door: str
 ) -> None:
     tmp_path, env = setup
     config = _config(tmp_path, openai_server.base_url, "memory")
     openai_server.reply(sse([delta("slow"), delta(finish_reason="stop")], interval=60))
-    gateway = Gateway(config, env, "--drain-seconds", "1")
+    gateway = ServeProcess(config, env, "--drain-seconds", "1")
+    path, body = _FRONT_DOORS[front_door]
     streaming = threading.Event()
+    lines: list[str] = []
 
     def stream() -> None:
-        body = {"model": "gpt", "messages": ASK, "stream": True}
         with (
-            contextlib.suppress(httpx.TransportError),
             gateway.http() as http,
-            http.stream("POST", "/v1/chat/completions", json=body) as response,
+            http.stream("POST", path, json=body, headers={"x-api-key": "unused"}) as response,
         ):
-            for _ in response.iter_lines():
+            for line in response.iter_lines():
+                lines.append(line)
                 streaming.set()
 
     client = threading.Thread(target=stream, daemon=True)
@@ -288,9 +258,59 @@ def test_sigterm_drains_open_streams_within_the_deadline(
     started = time.monotonic()
     gateway.proc.send_signal(signal.SIGTERM)
     gateway.proc.wait(timeout=15)
-    assert time.monotonic() - started < 8
-    gateway.stop()
+    took = time.monotonic() - started
     client.join(timeout=10)
+    assert not client.is_alive()
+    gateway.stop()
+    assert 0.9 < took < 6
+    # The stream ended cleanly (the client saw the end of the body, not a reset) with
+    # the protocol's own error event.
+    name, data = _last_event(front_door, lines)
+    if front_door == "chat":
+        assert data["error"]["code"] == "shutting_down"
+        assert "retry" in data["error"]["message"]
+    elif front_door == "messages":
+        assert name == "error"
+        assert data["type"] == "error"
+        assert data["error"]["type"] == "overloaded_error"
+    else:
+        assert name == "response.failed"
+        assert data["response"]["status"] == "failed"
+        assert data["response"]["error"]["code"] == "shutting_down"
+
+
+def test_sigterm_answers_503_to_a_request_still_waiting_for_its_first_byte(
+    setup: tuple[Path, dict[str, str]], openai_server: FakeOpenAIServer
+) -> None:
+    tmp_path, env = setup
+    config = _config(tmp_path, openai_server.base_url, "memory")
+    openai_server.reply(sse([delta("late"), delta(finish_reason="stop")], delay=60))
+    openai_server.reply(dataclasses.replace(completion("late"), delay=60))
+    gateway = ServeProcess(config, env, "--drain-seconds", "1")
+    answers: dict[str, httpx.Response] = {}
+
+    def call(stream: bool) -> None:
+        body = {"model": "gpt", "messages": ASK, "stream": stream}
+        with gateway.http() as http:
+            answers["stream" if stream else "plain"] = http.post("/v1/chat/completions", json=body)
+
+    clients = [threading.Thread(target=call, args=(s,), daemon=True) for s in (True, False)]
+    for client in clients:
+        client.start()
+    deadline = time.monotonic() + 10
+    while len(openai_server.requests) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(openai_server.requests) == 2
+    gateway.proc.send_signal(signal.SIGTERM)
+    gateway.proc.wait(timeout=15)
+    for client in clients:
+        client.join(timeout=10)
+    gateway.stop()
+    for kind in ("stream", "plain"):
+        response = answers[kind]
+        assert response.status_code == 503, (kind, response.text)
+        assert response.headers["retry-after"] == "1"
+        assert response.json()["error"]["code"] == "shutting_down"
 
 
 # --- two replicas on one Redis ------------------------------------------------------------------
@@ -317,7 +337,7 @@ def test_two_replicas_share_approvals_runs_and_the_cache(
 ) -> None:
     tmp_path, env = setup
     config = _config(tmp_path, openai_server.base_url, redis_store)
-    a, b = Gateway(config, env), Gateway(config, env)
+    a, b = ServeProcess(config, env), ServeProcess(config, env)
     try:
         extension = _pause(a, openai_server)
         approval_id = extension["pending_approvals"][0]["id"]
@@ -326,7 +346,7 @@ def test_two_replicas_share_approvals_runs_and_the_cache(
         barrier = threading.Barrier(2)
         statuses: list[int] = []
 
-        def decide(gateway: Gateway) -> None:
+        def decide(gateway: ServeProcess) -> None:
             with gateway.http() as http:
                 barrier.wait()
                 reply = http.post(f"/v1/approvals/{approval_id}", json={"decision": "approve"})

@@ -7,6 +7,7 @@ starts in well under a second.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 from pathlib import Path
@@ -67,8 +68,18 @@ def serve(
             "the rest.",
         ),
     ] = 30,
+    workers: Annotated[
+        str,
+        typer.Option(
+            "--workers",
+            help="Processes serving on the same port: a number, or 'auto' for one per "
+            "CPU core. Workers share runs, approvals and the cache through the store, so "
+            "more than one needs a SQLite or Redis store.",
+        ),
+    ] = "1",
 ) -> None:
     """Start the OpenAI-compatible gateway."""
+    count = _worker_count(workers)
     from toolwire.server import MissingExtraError, require_server_extra
 
     try:
@@ -105,6 +116,14 @@ def serve(
             code=1,
         ) from None
     gateway = app.state.gateway
+    if count > 1 and not gateway.store.durable:
+        sock.close()
+        raise exit_with(
+            f"--workers {count} needs a store the workers can share; {gateway.store.url} "
+            "lives in one process. Use a SQLite file or Redis (`store:` in the config, or "
+            "TOOLWIRE_STORE).",
+            code=2,
+        )
     problem = _check_store(gateway.store)
     if problem is not None:
         sock.close()
@@ -113,21 +132,36 @@ def serve(
     tool_names = [t.name for t in gateway.tools.provider.tools]
     _print_banner(settings, str(bound_host), int(bound_port), config, tool_names, gateway.store)
 
-    import uvicorn
+    from toolwire.server.serving import ServeOptions, build_app, serve
 
     level = os.environ.get("TOOLWIRE_LOG_LEVEL", "info")
     _log_to_stderr(level)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            log_level=level,
-            lifespan="on",
-            access_log=access_log,
-            # Without a deadline a shutdown waits for every open stream, however long.
-            timeout_graceful_shutdown=drain_seconds,
-        )
+    options = ServeOptions(
+        log_level=level,
+        access_log=access_log,
+        drain_seconds=drain_seconds,
+        header_timeout=settings.limits.header_timeout,
     )
-    server.run(sockets=[sock])
+    if count == 1:
+        serve(lambda: app, sock, options)
+    else:
+        # Each worker builds its own app from the same settings (it runs in a new process).
+        factory = functools.partial(build_app, settings.model_dump_json())
+        serve(factory, sock, options, workers=count)
+
+
+def _worker_count(value: str) -> int:
+    if value.strip().lower() == "auto":
+        if hasattr(os, "sched_getaffinity"):
+            return max(1, len(os.sched_getaffinity(0)))
+        return os.cpu_count() or 1
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= 256:
+        raise exit_with(f"--workers must be a number from 1 to 256 or 'auto', not {value!r}.")
+    return count
 
 
 def _check_store(store: Store) -> str | None:

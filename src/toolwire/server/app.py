@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from toolwire.server.config import GatewayConfig
+from toolwire.server.draining import Drain
 from toolwire.server.errors import GatewayError, error_body
 from toolwire.server.gateway import Gateway
 from toolwire.server.limits import InFlightLimit
@@ -93,6 +94,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.gateway = gateway
+    app.state.drain = Drain()
     return app
 
 

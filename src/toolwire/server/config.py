@@ -332,8 +332,13 @@ class LimitsConfig(_Section):
     max_messages: int = Field(default=512, gt=0)
     max_tools: int = Field(default=128, gt=0)
     max_iterations: int = Field(default=5, ge=1, le=100)
+    """Model turns per request when server tools run (the agent loop's bound)."""
     body_timeout: float = Field(default=30.0, gt=0)
     """Seconds a client may take to send a request body; slower gets 408."""
+    header_timeout: float = Field(default=10.0, gt=0)
+    """Seconds a client may take to send a request's headers (and an idle new connection
+    may wait before its first request); slower is closed, with 408 when part of a
+    request had arrived (`toolwire serve` only)."""
     max_in_flight: int = Field(default=1024, ge=1)
     """Requests in flight at once (a stream counts until it ends); past it, 503 with
     `Retry-After` before the body is read."""
@@ -343,7 +348,6 @@ class LimitsConfig(_Section):
     max_tool_calls: int = Field(default=64, ge=1, le=10_000)
     """Tool calls one model turn may make when server tools run; the rest are refused
     (`too_many_calls`) and not run."""
-    """Model turns per request when server tools run (the agent loop's bound)."""
 
 
 class ApprovalsConfig(_Section):

@@ -1,23 +1,31 @@
 """HTTP plumbing every front door shares: SSE responses that keep a real status for
-failures before the first byte, and cancelling work when the client goes away."""
+failures before the first byte, cancelling work when the client goes away, and ending
+streams with an error event when a shutdown's drain deadline passes."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-__all__ = ["ClientGone", "stream_response", "unless_disconnected"]
+from toolwire.server.draining import SHUTDOWN_MESSAGE, Drain, drain_of
+from toolwire.server.errors import GatewayError
+
+__all__ = ["ClientGone", "shutting_down", "stream_response", "unless_disconnected"]
 
 T = TypeVar("T")
 
 
 async def stream_response(
-    body: AsyncIterator[bytes], headers: dict[str, str], request: Request | None = None
+    body: AsyncIterator[bytes],
+    headers: dict[str, str],
+    request: Request | None = None,
+    *,
+    on_shutdown: Callable[[str], bytes] | None = None,
 ) -> Response:
     """An SSE response. It waits for the first chunk before answering, so a failure that
     happens before anything was streamed still gets a real HTTP status.
@@ -25,27 +33,46 @@ async def stream_response(
     Args:
         request: When given, a client that goes away during that wait cancels it (and so
             the upstream request) at once, instead of holding it for the upstream's
-            timeout.
+            timeout; and the app's drain can end the stream at a shutdown's deadline.
+        on_shutdown: The protocol's last event for a stream the shutdown ends, given the
+            message to show; without it such a stream is cut.
 
     Raises:
         ClientGone: The client went away before the first chunk.
+        GatewayError: 503 when the shutdown's deadline passed before the first chunk.
     """
-    if request is None:
-        first = await _first(body)
-    else:
-        try:
+    drain = drain_of(request)
+    try:
+        if request is None:
+            first = await _first(body)
+        else:
             first = await unless_disconnected(request, _first(body))
-        except ClientGone:
-            aclose = getattr(body, "aclose", None)
-            if aclose is not None:
-                with contextlib.suppress(Exception):
-                    await aclose()
-            raise
+    except (ClientGone, GatewayError):
+        await _close(body)
+        raise
     return StreamingResponse(
-        _chain(first, body),
+        _chain(first, body, drain, on_shutdown),
         media_type="text/event-stream",
         headers={**headers, "cache-control": "no-cache", "x-accel-buffering": "no"},
     )
+
+
+def shutting_down() -> GatewayError:
+    """The 503 for a request the shutdown ended before it had an answer."""
+    return GatewayError(
+        503,
+        SHUTDOWN_MESSAGE,
+        type="server_error",
+        code="shutting_down",
+        headers={"retry-after": "1"},
+    )
+
+
+async def _close(stream: AsyncIterator[bytes]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await aclose()
 
 
 _END = object()
@@ -58,21 +85,30 @@ async def _first(stream: AsyncIterator[bytes]) -> bytes | object:
         return _END
 
 
-async def _chain(first: bytes | object, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _chain(
+    first: bytes | object,
+    rest: AsyncIterator[bytes],
+    drain: Drain,
+    on_shutdown: Callable[[str], bytes] | None,
+) -> AsyncIterator[bytes]:
     # The stream is closed explicitly when the client goes away (Starlette cancels this
     # generator), so the upstream request and running tools are cancelled at once.
     try:
         if first is _END:
             return
         assert isinstance(first, bytes)
-        yield first
-        async for chunk in rest:
-            yield chunk
+        with drain.guard():
+            yield first
+            try:
+                async for chunk in rest:
+                    yield chunk
+            except asyncio.CancelledError as exc:
+                if on_shutdown is None or not drain.interrupted(exc):
+                    raise
+                await _close(rest)
+                yield on_shutdown(SHUTDOWN_MESSAGE)
     finally:
-        aclose = getattr(rest, "aclose", None)
-        if aclose is not None:
-            with contextlib.suppress(Exception):
-                await aclose()
+        await _close(rest)
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
@@ -81,11 +117,22 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
 
     Raises:
         ClientGone: The client disconnected; `work` was cancelled.
+        GatewayError: 503 when a shutdown's drain deadline passed first; `work` was
+            cancelled.
     """
+    drain = drain_of(request)
     task = asyncio.ensure_future(work)
     watcher = asyncio.ensure_future(_disconnected(request))
     try:
-        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+        with drain.guard():
+            await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError as exc:
+        task.cancel()
+        if not drain.interrupted(exc):
+            raise
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise shutting_down() from None
     except BaseException:
         task.cancel()
         raise

@@ -32,6 +32,7 @@ from toolwire.server.caller import Caller, authenticate, gateway_of
 from toolwire.server.errors import GatewayError, store_error
 from toolwire.server.gateway import Gateway
 from toolwire.server.protocols.chat_completions.agent_path import agent_complete, agent_stream
+from toolwire.server.protocols.chat_completions.handler import shutdown_event
 from toolwire.server.protocols.chat_completions.wire import ChunkWriter, new_completion_id
 from toolwire.server.requests import read_json, validate_body
 from toolwire.server.responses import json_response
@@ -269,7 +270,7 @@ async def _resume(request: Request) -> Response:
         include_usage = bool((body.stream_options or {}).get("include_usage"))
         writer = ChunkWriter(id=new_completion_id(), model=model_id)
         chunks = agent_stream(gateway, replay(), writer, include_usage=include_usage)
-        return await stream_response(chunks, {})
+        return await stream_response(chunks, {}, request, on_shutdown=shutdown_event)
     payload = await agent_complete(gateway, replay(), model_id)
     return json_response(payload)
 

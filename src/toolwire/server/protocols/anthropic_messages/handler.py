@@ -44,7 +44,11 @@ from toolwire.server.protocols.anthropic_messages.wire import (
 )
 from toolwire.server.requests import read_json
 from toolwire.server.responses import dropped_header, json_response
-from toolwire.server.streaming import ClientGone, stream_response, unless_disconnected
+from toolwire.server.streaming import (
+    ClientGone,
+    stream_response,
+    unless_disconnected,
+)
 from toolwire.store.base import StoreError
 from toolwire.tools import ToolContext
 
@@ -74,11 +78,18 @@ async def messages(request: Request, gateway: Gateway, ctx: ToolContext) -> Resp
         answer = await _agent_response(request, gateway, req, ctx, writer)
         if isinstance(answer, dict):
             return json_response(answer, headers=headers)
-        return await stream_response(answer, headers)
+        return await stream_response(answer, headers, request, on_shutdown=_shutdown_event)
     if req.stream:
-        return await stream_response(_direct_stream(model, req, writer, gateway.redact), headers)
+        stream = _direct_stream(model, req, writer, gateway.redact)
+        return await stream_response(stream, headers, request, on_shutdown=_shutdown_event)
     body = await unless_disconnected(request, _direct_complete(model, req, writer, gateway.redact))
     return json_response(body, headers=headers)
+
+
+def _shutdown_event(message: str) -> bytes:
+    # Anthropic ends a failed stream with `event: error`; `overloaded_error` is its word
+    # for "temporarily unable, retry".
+    return MessageWriter.error(error_body(GatewayError(503, message, type="overloaded_error")))
 
 
 async def count_tokens(request: Request, gateway: Gateway) -> Response:

@@ -76,13 +76,18 @@ async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext)
         answer = await _agent_response(request, gateway, chat, ctx)
         if isinstance(answer, dict):
             return json_response(answer, headers=headers)
-        return await stream_response(answer, headers, request)
+        return await stream_response(answer, headers, request, on_shutdown=shutdown_event)
     if chat.stream:
         writer = ChunkWriter(id=new_completion_id(), model=chat.model)
         body = _direct_stream(model, chat, writer, gateway.redact)
-        return await stream_response(body, headers, request)
+        return await stream_response(body, headers, request, on_shutdown=shutdown_event)
     payload = await unless_disconnected(request, _direct_complete(model, chat, gateway.redact))
     return json_response(payload, headers=headers)
+
+
+def shutdown_event(message: str) -> bytes:
+    """The error event that ends a stream a shutdown interrupted."""
+    return ChunkWriter.error(error_body(message, type="server_error", code="shutting_down"))
 
 
 async def _direct_complete(

@@ -88,7 +88,9 @@ async def _create(request: Request) -> Response:
         body, writer = await _start(gateway, caller, req, previous, given)
     headers = dropped_header(given.dropped_results)
     if req.stream:
-        return await stream_response(body, headers)
+        return await stream_response(
+            body, headers, request, on_shutdown=lambda m: writer.failed(m, code="shutting_down")
+        )
     payload = await unless_disconnected(request, collect(body, writer))
     return json_response(payload, headers=headers)
 
