@@ -10,8 +10,9 @@ At concurrency 1, rounds alternating the scenarios:
 
 - non-streaming and 20-chunk streaming, direct and through toolwire in `native` mode;
 - the same stream through a `parse:hermes` route (the parser reads all the content);
-- a server-tool round trip: the model calls `lookup`, the gateway runs it and asks the
-  model again (two upstream calls), against the plain request.
+- a second gateway with the `lookup` server tool: a request whose model calls no tool
+  (the agent path's fixed cost), and a server-tool round trip (the model calls `lookup`,
+  the gateway runs it and asks the model again: two upstream calls).
 
 For each: p50 latency (TTFB for streams), added over direct, and the gateway's CPU per
 request (utime + stime from /proc around each window; the least noisy figure). Then
@@ -57,10 +58,13 @@ async def lookup(key: str) -> dict[str, str]:
 
 
 def start_gateway(
-    procs: Processes, workdir: Path, upstream_port: int, workers: int
+    procs: Processes, workdir: Path, upstream_port: int, *, workers: int, tools: bool
 ) -> tuple[Target, int]:
+    """`toolwire serve` with the `lookup` server tool (`tools`) or with none."""
     (workdir / "bench_hot_tools.py").write_text(TOOLS)
-    config = workdir / f"toolwire-hot-{workers}.yaml"
+    name = f"toolwire-{'tools' if tools else 'plain'}-{workers}"
+    config = workdir / f"{name}.yaml"
+    server_tools = f"server_tools:\n  modules: [{workdir / 'bench_hot_tools.py'}]\n"
     config.write_text(
         "upstream:\n"
         "  kind: openai\n"
@@ -73,17 +77,16 @@ def start_gateway(
         "      model: fake-parse\n"
         '      tool_calls: "parse:hermes"\n'
         "    bench-tools: fake-tools\n"
-        "server_tools:\n"
-        f"  modules: [{workdir / 'bench_hot_tools.py'}]\n"
-        f"store: sqlite:///{workdir / f'state-{workers}.db'}\n"
+        + (server_tools if tools else "")
+        + f"store: sqlite:///{workdir / f'{name}.db'}\n"
         "keys:\n"
         "  - name: bench\n"
         f"    env: {GATEWAY_KEY_ENV}\n"
     )
     port = free_port()
-    target = Target(name="toolwire", port=port, path="/v1/chat/completions", model="bench-model")
+    target = Target(name=name, port=port, path="/v1/chat/completions", model="bench-model")
     target.proc = procs.start(
-        f"toolwire-{workers}",
+        name,
         [
             sys.executable,
             "-m",
@@ -109,6 +112,8 @@ def start_gateway(
     return target, target.proc.pid
 
 
+SERVER_TOOLS_NO_CALL = "server tools, none called"
+ROUND_TRIP = "server tool round trip"
 Scenario = tuple[str, Target, str, bool, int]
 """name, target, body, stream, the pid whose CPU is measured."""
 
@@ -119,7 +124,8 @@ def run(opts: argparse.Namespace) -> None:
         procs = Processes(workdir, pin=opts.pin)
         try:
             upstream, upstream_port = start_upstream(procs, hermes_kb=1)
-            gateway, pid = start_gateway(procs, workdir, upstream_port, workers=1)
+            gateway, pid = start_gateway(procs, workdir, upstream_port, workers=1, tools=False)
+            agent, agent_pid = start_gateway(procs, workdir, upstream_port, workers=1, tools=True)
             gen = LoadGen(procs)
             direct = Target(
                 name="direct", port=upstream_port, path="/v1/chat/completions", model="fake-model"
@@ -134,7 +140,8 @@ def run(opts: argparse.Namespace) -> None:
                 ("direct, stream", direct, body("fake-model", True), True, upstream.pid),
                 ("native, stream", gateway, body("bench-model", True), True, pid),
                 ("parse:hermes, stream", gateway, body("bench-parse", True), True, pid),
-                ("server tool round trip", gateway, body("bench-tools", False), False, pid),
+                (SERVER_TOOLS_NO_CALL, agent, body("bench-model", False), False, agent_pid),
+                (ROUND_TRIP, agent, body("bench-tools", False), False, agent_pid),
             ]
             latency: dict[str, list[float]] = {s[0]: [] for s in scenarios}
             cpu: dict[str, list[float]] = {s[0]: [] for s in scenarios}
@@ -145,10 +152,11 @@ def run(opts: argparse.Namespace) -> None:
                     latency[name] += [x * 1000 for x in result[key]]
                     cpu[name].append(result["cpu_ms"])
             rates = {1: _rates(gen, gateway, direct, opts)}
-            procs.started.remove(gateway.proc)  # type: ignore[arg-type]
-            assert gateway.proc is not None
-            gateway.proc.stop()
-            two, _ = start_gateway(procs, workdir, upstream_port, workers=2)
+            for started in (gateway, agent):
+                assert started.proc is not None
+                started.proc.stop()
+                procs.started.remove(started.proc)
+            two, _ = start_gateway(procs, workdir, upstream_port, workers=2, tools=False)
             rates[2] = _rates(gen, two, direct, opts)
             gen.quit()
         finally:
@@ -222,11 +230,14 @@ def report(
         gateway_cpu = "" if name.startswith("direct") else f"{cpu50.get(name, float('nan')):.3f}"
         print(f"{name:<26} {value:>8.3f} {added:>9} {gateway_cpu:>19}")
     plain = cpu50.get("native, non-stream")
-    loop = cpu50.get("server tool round trip")
-    if plain is not None and loop is not None:
+    agent = cpu50.get(SERVER_TOOLS_NO_CALL)
+    loop = cpu50.get(ROUND_TRIP)
+    if plain is not None and agent is not None and loop is not None:
         print(
-            f"\nserver-tool round trip, all-in (a second upstream call + the tool + the "
-            f"loop): {loop - plain:.3f} ms of gateway CPU over the plain request"
+            f"\nwith server tools configured, a request that calls none costs "
+            f"{agent - plain:+.3f} ms of gateway CPU (the agent path: run id, tool list, "
+            f"the loop's first turn)\none server-tool round trip, all-in (a second "
+            f"upstream call + the tool + the loop): {loop - agent:.3f} ms of gateway CPU"
         )
     print(f"\nconcurrency 32, {opts.duration:.0f} s each, requests/s")
     print(f"{'':<22} {'--workers 1':>12} {'--workers 2':>12}")
