@@ -51,6 +51,7 @@ from toolwire.models import (
 from toolwire.runner import Approver, Policy, ToolRunner
 from toolwire.tools import (
     HttpTools,
+    McpTools,
     MockToolProvider,
     MockTools,
     Tool,
@@ -75,6 +76,7 @@ __version__ = "0.1.0"
 __all__ = [  # noqa: RUF022 -- grouped by topic, not sorted
     # Tools: definitions, calls and results
     "HttpTools",
+    "McpTools",
     "MockToolProvider",
     "MockTools",
     "Tool",

@@ -21,6 +21,7 @@ from toolwire.cli._common import exit_with, stderr_console
 
 if TYPE_CHECKING:
     from toolwire.server import ConfigDocument, ConfigProblem, GatewayConfig
+    from toolwire.server.gateway import Gateway
     from toolwire.store import Store
 
 __all__ = ["check", "default_config", "serve"]
@@ -129,10 +130,12 @@ def serve(
         sock.close()
         raise exit_with(problem, code=1)
     bound_host, bound_port = sock.getsockname()[:2]
-    tool_names = [t.name for t in gateway.tools.provider.tools]
-    _print_banner(settings, str(bound_host), int(bound_port), config, tool_names, gateway.store)
 
-    from toolwire.server.serving import ServeOptions, build_app, serve
+    def banner() -> None:
+        tool_names = [t.name for t in gateway.server_tool_list]
+        _print_banner(settings, str(bound_host), int(bound_port), config, tool_names, gateway.store)
+
+    from toolwire.server.serving import ServeOptions, StartupError, build_app, serve
 
     level = os.environ.get("TOOLWIRE_LOG_LEVEL", "info")
     _log_to_stderr(level)
@@ -142,12 +145,41 @@ def serve(
         drain_seconds=drain_seconds,
         header_timeout=settings.limits.header_timeout,
     )
-    if count == 1:
-        serve(lambda: app, sock, options)
-    else:
-        # Each worker builds its own app from the same settings (it runs in a new process).
+
+    async def start() -> None:
+        # MCP servers are connected in the server's own loop, before it listens.
+        await _start_gateway(gateway)
+        banner()
+
+    try:
+        if count == 1:
+            serve(lambda: app, sock, options, before_serving=start)
+            return
+        # Each worker builds its own app from the same settings (it runs in a new
+        # process); the tools are checked once here first.
+        asyncio.run(_check_gateway(gateway))
+        banner()
         factory = functools.partial(build_app, settings.model_dump_json())
         serve(factory, sock, options, workers=count)
+    except StartupError as exc:
+        sock.close()
+        raise exit_with(str(exc), code=1) from None
+
+
+async def _start_gateway(gateway: Gateway) -> None:
+    from toolwire.server.serving import StartupError
+    from toolwire.tools import ToolDefinitionError
+
+    try:
+        await gateway.start()
+    except ToolDefinitionError as exc:
+        await gateway.aclose()
+        raise StartupError(f"Cannot start: {exc}") from None
+
+
+async def _check_gateway(gateway: Gateway) -> None:
+    await _start_gateway(gateway)
+    await gateway.aclose()
 
 
 def _worker_count(value: str) -> int:

@@ -59,9 +59,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if gateway.server_tool_names:
-            # Open (and migrate) the store at startup, not on the first request.
-            await gateway.ready()
+        # MCP servers, and the store (opened and migrated at startup, not on the first
+        # request) when there are server tools.
+        await gateway.start()
         try:
             yield
         finally:

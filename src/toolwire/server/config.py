@@ -23,6 +23,7 @@ __all__ = [
     "HttpToolConfig",
     "KeyConfig",
     "LimitsConfig",
+    "McpServerConfig",
     "ModelRoute",
     "ServerToolsConfig",
     "ToolCallsMode",
@@ -263,6 +264,89 @@ class ToolProviderConfig(_Section):
         return value
 
 
+class McpServerConfig(_Section):
+    """An MCP server whose tools are served as server tools (see `toolwire.tools.McpTools`).
+
+    Give `command` (a stdio server, started by the gateway) or `url` (an HTTP one).
+    """
+
+    name: str
+    """Unique; the server's tools are called `<name>__<tool>` unless `prefix` says else."""
+    command: list[str] | None = None
+    """The program and its arguments, e.g. `[uvx, mcp-server-git]`."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for the server process (literal values)."""
+    env_from: list[str] = Field(default_factory=list)
+    """Variables passed on from the gateway's own environment (for secrets)."""
+    cwd: str | None = None
+    url: str | None = None
+    """A streamable HTTP (or, with `transport: sse`, SSE) endpoint."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers sent with every request (literal values)."""
+    headers_env: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers whose values are read from environment variables (for secrets)."""
+    transport: Literal["stdio", "streamable_http", "sse"] | None = None
+    prefix: str | None = None
+    """The tool-name prefix instead of `<name>__` (`""`: the server's own names)."""
+    include: list[str] | None = None
+    """Only these tools (the server's names)."""
+    exclude: list[str] = Field(default_factory=list)
+    effects: dict[str, Literal["read", "write", "destructive"]] = Field(default_factory=dict)
+    """Effects by the server's tool name, over what its annotations say."""
+    scopes: list[str] = Field(default_factory=list)
+    """Scopes a gateway key needs to see and call this server's tools."""
+    forward_auth: bool = False
+    """Send the caller's token to an HTTP server (never by default)."""
+    timeout: float | None = Field(default=None, gt=0)
+    """Seconds a call may take."""
+    start: Literal["eager", "lazy"] = "eager"
+    """`eager`: connect when the gateway starts; `lazy`: on the first request."""
+
+    @field_validator("name")
+    @classmethod
+    def _server_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_\-]{1,48}", value):
+            raise ValueError(f"{value!r} is not a server name; use letters, digits, '_', '-'")
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and (not value or not all(part.strip() for part in value)):
+            raise ValueError("give the program and its arguments, e.g. [uvx, mcp-server-git]")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        return value
+
+    @field_validator("env_from", "headers_env")
+    @classmethod
+    def _env_names(cls, value: Any) -> Any:
+        names = value.values() if isinstance(value, dict) else value
+        for name in names:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return value
+
+    @model_validator(mode="after")
+    def _one_endpoint(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of 'command' (a stdio server) or 'url'")
+        if self.command is not None and (self.headers or self.headers_env or self.forward_auth):
+            raise ValueError("headers, headers_env and forward_auth are for an HTTP server (url)")
+        if self.command is not None and self.transport not in (None, "stdio"):
+            raise ValueError("a command is a stdio server; leave out 'transport'")
+        if self.url is not None and (self.env or self.env_from or self.cwd):
+            raise ValueError("env, env_from and cwd are for a stdio server (command)")
+        if self.url is not None and self.transport == "stdio":
+            raise ValueError("transport 'stdio' needs a command, not a url")
+        return self
+
+
 class ServerToolsConfig(_Section):
     """Tools that run inside the gateway."""
 
@@ -366,6 +450,8 @@ class GatewayConfig(_Section):
 
     upstream: UpstreamConfig = Field(default_factory=UpstreamConfig)
     server_tools: ServerToolsConfig = Field(default_factory=ServerToolsConfig)
+    mcp_servers: list[McpServerConfig] = Field(default_factory=list)
+    """MCP servers whose tools are served as server tools."""
     keys: list[KeyConfig] = Field(default_factory=list)
     """When any are configured, every request except `/healthz` needs one."""
     limits: LimitsConfig = Field(default_factory=LimitsConfig)

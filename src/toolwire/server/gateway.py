@@ -7,18 +7,19 @@ routes, so `toolwire check` can load everything the app would without the server
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from toolwire.agent import Agent
 from toolwire.models import Model
 from toolwire.models.aiohttp_transport import pooled_client
 from toolwire.runner import Policy, ToolRunner
 from toolwire.server.auth import GatewayKey, Keyring
-from toolwire.server.config import GatewayConfig, ModelRoute, ServerToolsConfig
+from toolwire.server.config import GatewayConfig, McpServerConfig, ModelRoute, ServerToolsConfig
 from toolwire.server.errors import GatewayError
 from toolwire.server.loader import (
     ConfigError,
@@ -29,11 +30,14 @@ from toolwire.server.loader import (
 )
 from toolwire.server.upstreams import build_model
 from toolwire.store import Store, StoreError, default_store_url, open_store
-from toolwire.tools import ToolContext, ToolDefinitionError, ToolProvider
+from toolwire.tools import Tool, ToolContext, ToolDefinitionError, ToolProvider
 from toolwire.tools.http import HttpTool, HttpTools
+from toolwire.tools.mcp import McpTools
 from toolwire.tools.toolbox import Toolbox
 
-__all__ = ["Gateway", "ServerTools", "load_server_tools"]
+__all__ = ["Gateway", "ServerTools", "load_mcp_servers", "load_server_tools"]
+
+logger = logging.getLogger("toolwire.server")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -43,14 +47,44 @@ class ServerTools:
     provider: Toolbox
     http: HttpTools | None = None
     """Kept to close its HTTP client when the gateway stops."""
+    mcp: list[McpTools] = field(default_factory=list)
+    """The MCP servers, started and stopped with the gateway."""
 
     async def aclose(self) -> None:
         if self.http is not None:
             await self.http.aclose()
+        await asyncio.gather(*(server.aclose() for server in self.mcp))
+
+
+def load_mcp_servers(configs: list[McpServerConfig], environ: Mapping[str, str]) -> list[McpTools]:
+    """The MCP servers of the config (not started)."""
+    servers = []
+    for c in configs:
+        env = {**c.env, **{name: environ[name] for name in c.env_from if name in environ}}
+        headers = {**c.headers, **{h: environ.get(v, "") for h, v in c.headers_env.items()}}
+        servers.append(
+            McpTools(
+                command=c.command,
+                env=env,
+                cwd=c.cwd,
+                url=c.url,
+                headers=headers,
+                transport=c.transport,
+                name=c.name,
+                prefix=c.prefix,
+                include=c.include,
+                exclude=c.exclude,
+                effects=c.effects,
+                scopes=c.scopes,
+                forward_auth=c.forward_auth,
+                timeout=c.timeout,
+            )
+        )
+    return servers
 
 
 def load_server_tools(
-    config: ServerToolsConfig,
+    config: ServerToolsConfig, mcp: list[McpTools] | None = None
 ) -> tuple[ServerTools | None, list[tuple[Loc, str]]]:
     """Import the tool modules, make the tool providers and define the HTTP tools.
 
@@ -102,10 +136,10 @@ def load_server_tools(
     if findings:
         return None, findings
     try:
-        provider = Toolbox(parts)
+        provider = Toolbox([*parts, *(mcp or [])])
     except ToolDefinitionError as exc:
         return None, [(("server_tools",), str(exc))]
-    return ServerTools(provider=provider, http=http), []
+    return ServerTools(provider=provider, http=http, mcp=list(mcp or [])), []
 
 
 class Gateway:
@@ -125,7 +159,8 @@ class Gateway:
             ConfigProblem(path=format_path(loc), message=message)
             for loc, message in environment_findings(config, env)
         ]
-        tools, findings = load_server_tools(config.server_tools)
+        mcp = load_mcp_servers(config.mcp_servers, env)
+        tools, findings = load_server_tools(config.server_tools, mcp)
         problems += [ConfigProblem(path=format_path(loc), message=m) for loc, m in findings]
         store_url = config.store or env.get("TOOLWIRE_STORE") or default_store_url()
         store: Store | None = None
@@ -165,7 +200,14 @@ class Gateway:
             )
             for public, route in self.routes.items()
         }
-        self.server_tool_names: frozenset[str] = frozenset(t.name for t in tools.provider.tools)
+        self.server_tool_list: list[Tool] = tools.provider.tools
+        """The server tools as last listed (MCP servers' tools come and go)."""
+        self.server_tool_names: frozenset[str] = frozenset(t.name for t in self.server_tool_list)
+        self._refreshing: asyncio.Task[None] | None = None
+        self._tools_stale = False
+        self._started = False
+        for server in tools.mcp:
+            server.on_change = self._tools_changed
         self.agents: dict[str, Agent] = {
             public: Agent(
                 model,
@@ -178,6 +220,56 @@ class Gateway:
             )
             for public, model in self.models.items()
         }
+
+    async def start(self) -> None:
+        """Start what the gateway needs before serving: the MCP servers (waiting for the
+        `eager` ones) and the store when there are server tools.
+
+        Raises:
+            ToolDefinitionError: Two tools have one name (an MCP server's and another's).
+            StoreError: The store cannot be opened.
+        """
+        lazy = {c.name for c in self.config.mcp_servers if c.start == "lazy"}
+        servers = self.tools.mcp
+        await asyncio.gather(*(s.start(wait=s.name not in lazy) for s in servers))
+        for server in servers:
+            if server.name not in lazy and server.status != "up":
+                logger.warning(
+                    "MCP server %r did not come up (%s); its tools are unavailable until it does",
+                    server.name,
+                    server.last_error or "no answer",
+                )
+        await self.refresh_tools()
+        self._started = True
+        if self.server_tool_names or servers:
+            await self.ready()
+
+    async def refresh_tools(self) -> None:
+        """List the server tools again (an MCP server came up or changed its tools).
+
+        Raises:
+            ToolDefinitionError: Two tools have one name.
+        """
+        tools = await self.runner.refresh_tools()
+        self.server_tool_list = tools
+        self.server_tool_names = frozenset(t.name for t in tools)
+
+    def _tools_changed(self) -> None:
+        if not self._started:
+            return  # `start` lists everything once the servers are up
+        self._tools_stale = True
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.get_running_loop().create_task(self._refresh_stale())
+
+    async def _refresh_stale(self) -> None:
+        while self._tools_stale:
+            self._tools_stale = False
+            try:
+                await self.refresh_tools()
+            except ToolDefinitionError as exc:
+                logger.error("server tools not updated: %s", exc)
+            except Exception:
+                logger.exception("server tools not updated")
 
     async def ready(self) -> Store:
         """The store, opened (and migrated) on first use.

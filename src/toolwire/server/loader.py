@@ -44,7 +44,7 @@ Loc = tuple[str | int, ...]
 
 _PLAIN_KEY: Final = re.compile(r"[A-Za-z0-9_\-]+")
 _PLACEHOLDER: Final = re.compile(r"\{([^{}]*)\}")
-_SECTIONS: Final = ("upstream", "server_tools", "keys", "limits")
+_SECTIONS: Final = ("upstream", "server_tools", "mcp_servers", "keys", "limits")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,6 +210,25 @@ def environment_findings(
                 f"environment variable {name} is not set; the upstream key is read from it",
             )
         )
+    for i, server in enumerate(config.mcp_servers):
+        for header, var in server.headers_env.items():
+            if not env.get(var):
+                found.append(
+                    (
+                        ("mcp_servers", i, "headers_env", header),
+                        f"environment variable {var} is not set; MCP server "
+                        f"{server.name!r} sends it as {header}",
+                    )
+                )
+        for var in server.env_from:
+            if var not in env:
+                found.append(
+                    (
+                        ("mcp_servers", i, "env_from"),
+                        f"environment variable {var} is not set; MCP server "
+                        f"{server.name!r} is given it",
+                    )
+                )
     for i, key in enumerate(config.keys):
         if key.env is not None and not env.get(key.env):
             found.append(
@@ -461,6 +480,22 @@ def _keys_checks(keys: Any) -> list[_Finding]:
     return found
 
 
+def _mcp_servers_checks(servers: Any) -> list[_Finding]:
+    found: list[_Finding] = []
+    names: dict[str, int] = {}
+    for i, server in enumerate(servers):
+        if server.name in names:
+            found.append(
+                (
+                    (i, "name"),
+                    f"duplicate MCP server name {server.name!r} "
+                    f"(also mcp_servers[{names[server.name]}])",
+                )
+            )
+        names.setdefault(server.name, i)
+    return found
+
+
 def _no_checks(_: Any) -> list[_Finding]:
     return []
 
@@ -468,6 +503,7 @@ def _no_checks(_: Any) -> list[_Finding]:
 _SECTION_CHECKS: Final = {
     "upstream": _upstream_checks,
     "server_tools": _server_tools_checks,
+    "mcp_servers": _mcp_servers_checks,
     "keys": _keys_checks,
     "limits": _no_checks,
 }

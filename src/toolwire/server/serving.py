@@ -23,7 +23,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from multiprocessing.process import BaseProcess
 from typing import Any, Final
 
@@ -38,6 +38,7 @@ __all__ = [
     "GatewayServer",
     "HeaderDeadline",
     "ServeOptions",
+    "StartupError",
     "build_app",
     "header_timeout",
     "serve",
@@ -87,12 +88,33 @@ class ServeOptions:
         return config
 
 
-class GatewayServer(uvicorn.Server):
-    """uvicorn's server with the gateway's drain deadline."""
+class StartupError(Exception):
+    """What stopped the gateway before it served (one line for the operator)."""
 
-    def __init__(self, config: uvicorn.Config, drain_seconds: float) -> None:
+
+class GatewayServer(uvicorn.Server):
+    """uvicorn's server with the gateway's drain deadline.
+
+    Args:
+        before_serving: Runs in the server's event loop before it listens (the gateway
+            starts its MCP servers there, so their connections live in that loop); it may
+            raise `StartupError`.
+    """
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        drain_seconds: float,
+        before_serving: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         super().__init__(config)
         self.drain_seconds = drain_seconds
+        self.before_serving = before_serving
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.before_serving is not None:
+            await self.before_serving()
+        await super().serve(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         drain = _drain_of(self.config.loaded_app)
@@ -118,6 +140,7 @@ def serve(
     options: ServeOptions,
     *,
     workers: int = 1,
+    before_serving: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Serve on `sock` until SIGTERM / SIGINT.
 
@@ -125,9 +148,16 @@ def serve(
         app_factory: Builds the app; with `workers > 1` it runs in each worker, so it must
             be picklable (a module-level function or a `functools.partial` of one).
         workers: Processes accepting on `sock`.
+        before_serving: With one worker, run in the server's loop before it listens.
+
+    Raises:
+        StartupError: From `before_serving`.
     """
     if workers <= 1:
-        _serve_one(app_factory, sock, options)
+        server = GatewayServer(
+            options.uvicorn_config(app_factory()), options.drain_seconds, before_serving
+        )
+        server.run(sockets=[sock])
         return
     _Supervisor(app_factory, sock, options, workers).run()
 
@@ -138,13 +168,6 @@ def build_app(config_json: str) -> Starlette:
     from toolwire.server.config import GatewayConfig
 
     return create_app(GatewayConfig.model_validate_json(config_json))
-
-
-def _serve_one(
-    app_factory: Callable[[], Starlette], sock: socket.socket, options: ServeOptions
-) -> None:
-    server = GatewayServer(options.uvicorn_config(app_factory()), options.drain_seconds)
-    server.run(sockets=[sock])
 
 
 # --- the header deadline -------------------------------------------------------------------

@@ -11,6 +11,7 @@ from toolwire.tools.errors import (
     ToolParameterError,
 )
 from toolwire.tools.http import HttpTool, HttpTools
+from toolwire.tools.mcp import McpTools
 from toolwire.tools.mock import MockCall, MockToolProvider, MockTools
 from toolwire.tools.provider import (
     AnyToolProvider,
@@ -32,6 +33,7 @@ __all__ = [
     "FunctionTool",
     "HttpTool",
     "HttpTools",
+    "McpTools",
     "MockCall",
     "MockToolProvider",
     "MockTools",

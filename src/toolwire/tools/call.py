@@ -20,6 +20,7 @@ ErrorCode = Literal[
     "awaiting_approval",
     "retry_budget_exhausted",
     "too_many_calls",
+    "unavailable",
 ]
 """Error codes of a failed `ToolResult`. Messages under every code are safe to show a model."""
 

@@ -66,7 +66,8 @@ class Toolbox:
 
     @classmethod
     def from_module(cls, module: str | ModuleType) -> Toolbox:
-        """Collect the module-level `Tool`s (`@tool` functions) of a module.
+        """Collect the module-level `Tool`s (`@tool` functions) of a module, and its
+        module-level `HttpTools` and `McpTools` providers.
 
         Args:
             module: A dotted module name (`myapp.tools`), a path to a `.py` file, or a
@@ -76,15 +77,20 @@ class Toolbox:
             ToolDefinitionError: The module fails to import (naming the module and the
                 error, in one line) or defines no tools.
         """
+        from toolwire.tools.http import HttpTools
+        from toolwire.tools.mcp import McpTools
+
         mod = module if isinstance(module, ModuleType) else _import(module)
-        found: list[Tool] = []
+        found: list[Tool | HttpTools | McpTools] = []
         for value in vars(mod).values():
-            if isinstance(value, Tool) and all(value is not t for t in found):
+            if isinstance(value, Tool | HttpTools | McpTools) and all(
+                value is not t for t in found
+            ):
                 found.append(value)
         if not found:
             raise ToolDefinitionError(
                 f"Tool module {mod.__name__!r} defines no tools; decorate its functions "
-                "with @toolwire.tool."
+                "with @toolwire.tool (or define HttpTools / McpTools at module level)."
             )
         return cls(found)
 
@@ -363,7 +369,11 @@ def _static_tools(provider: object) -> Sequence[Tool] | None:
 
 
 def _describe(provider: object) -> str:
-    return f"provider {type(unwrap_provider(provider)).__qualname__}"
+    inner = unwrap_provider(provider)
+    label = getattr(inner, "label", None)
+    if isinstance(label, str):
+        return label
+    return f"provider {type(inner).__qualname__}"
 
 
 def _describe_tool(t: Tool) -> str:

@@ -2,8 +2,9 @@
 
 - `GET /healthz`: the process is alive.
 - `GET /readyz`: it can serve: the upstream answers (any HTTP answer counts: the point is
-  reachability, not the key) and the store is open, when the gateway has server tools.
-  503 names what is down; the detail (addresses, errors) goes to the log only.
+  reachability, not the key), the store is open when the gateway has server tools, and
+  each MCP server is connected (`mcp:<name>`). 503 names what is down; the detail
+  (addresses, errors) goes to the log only.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ async def _readyz(request: Request) -> Response:
     gateway = gateway_of(request)
     upstream, store = await asyncio.gather(_upstream(gateway), _store(gateway))
     checks = {"upstream": upstream, "store": store}
+    for server in gateway.tools.mcp:
+        checks[f"mcp:{server.name}"] = "ok" if server.status == "up" else server.status
     ready = all(v in ("ok", "not used") for v in checks.values())
     return json_response(
         {"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503
@@ -56,7 +59,7 @@ async def _upstream(gateway: Gateway) -> str:
 
 
 async def _store(gateway: Gateway) -> str:
-    if not gateway.server_tool_names:
+    if not gateway.server_tool_names and not gateway.tools.mcp:
         return "not used"
     try:
         async with asyncio.timeout(PROBE_TIMEOUT):

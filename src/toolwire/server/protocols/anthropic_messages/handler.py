@@ -99,7 +99,7 @@ async def count_tokens(request: Request, gateway: Gateway) -> Response:
     if req.model not in gateway.models:
         raise gateway.unknown_model(req.model)
     # The model is shown the gateway's server tools too, when it has any.
-    tools = [*req.tools, *gateway.tools.provider.tools]
+    tools = [*req.tools, *gateway.server_tool_list]
     return json_response({"input_tokens": estimate_tokens(req.messages, tools)})
 
 
