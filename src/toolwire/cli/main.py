@@ -11,6 +11,7 @@ from toolwire.cli import (
     approvals_cmd,
     audit_cmd,
     chat_cmd,
+    mcp_cmd,
     parse_cmd,
     runs_cmd,
     serve_cmd,
@@ -65,6 +66,7 @@ app.command("check")(serve_cmd.check)
 app.add_typer(approvals_cmd.app, name="approvals")
 app.add_typer(runs_cmd.app, name="runs")
 app.command("audit")(audit_cmd.audit)
+app.add_typer(mcp_cmd.app, name="mcp")
 
 
 def main() -> None:

@@ -24,8 +24,10 @@ from toolwire.server.draining import Drain
 from toolwire.server.errors import GatewayError, error_body
 from toolwire.server.gateway import Gateway
 from toolwire.server.limits import InFlightLimit
+from toolwire.server.loader import ConfigError, ConfigProblem
 from toolwire.server.protocols.anthropic_messages import routes as messages_routes
 from toolwire.server.protocols.chat_completions import routes as chat_routes
+from toolwire.server.protocols.mcp import McpFrontDoor, mcp_available
 from toolwire.server.protocols.models import routes as model_routes
 from toolwire.server.protocols.responses import routes as responses_routes
 from toolwire.server.request_id import RequestId
@@ -56,6 +58,7 @@ def create_app(
         ConfigError: Tool modules fail to load or a named environment variable is unset.
     """
     gateway = Gateway(config if config is not None else GatewayConfig(), environ=environ)
+    mcp = _mcp_front_door(gateway)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -63,7 +66,8 @@ def create_app(
         # request) when there are server tools.
         await gateway.start()
         try:
-            yield
+            async with mcp.running() if mcp is not None else contextlib.nullcontext():
+                yield
         finally:
             await gateway.aclose()
 
@@ -76,6 +80,7 @@ def create_app(
             *model_routes,
             *tool_routes,
             *run_routes,
+            *(mcp.routes if mcp is not None else []),
         ],
         exception_handlers={
             GatewayError: _gateway_error,
@@ -99,6 +104,22 @@ def create_app(
 
 
 # --- plumbing ------------------------------------------------------------------------------
+
+
+def _mcp_front_door(gateway: Gateway) -> McpFrontDoor | None:
+    enabled = gateway.config.mcp.enabled
+    if enabled is False or (enabled is None and not mcp_available()):
+        return None
+    if not mcp_available():
+        raise ConfigError(
+            [
+                ConfigProblem(
+                    path="mcp.enabled",
+                    message="/mcp needs the MCP SDK: pip install 'toolwire[mcp]'",
+                )
+            ]
+        )
+    return McpFrontDoor(gateway)
 
 
 async def _gateway_error(request: Request, exc: Exception) -> Response:

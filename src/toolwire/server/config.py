@@ -23,6 +23,7 @@ __all__ = [
     "HttpToolConfig",
     "KeyConfig",
     "LimitsConfig",
+    "McpEndpointConfig",
     "McpServerConfig",
     "ModelRoute",
     "ServerToolsConfig",
@@ -347,6 +348,13 @@ class McpServerConfig(_Section):
         return self
 
 
+class McpEndpointConfig(_Section):
+    """`/mcp`: the server tools over MCP streamable HTTP."""
+
+    enabled: bool | None = None
+    """`None` (default): on when the `mcp` SDK is installed; `true` requires it."""
+
+
 class ServerToolsConfig(_Section):
     """Tools that run inside the gateway."""
 
@@ -452,6 +460,8 @@ class GatewayConfig(_Section):
     server_tools: ServerToolsConfig = Field(default_factory=ServerToolsConfig)
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     """MCP servers whose tools are served as server tools."""
+    mcp: McpEndpointConfig = Field(default_factory=McpEndpointConfig)
+    """The gateway's own MCP endpoint (`/mcp`)."""
     keys: list[KeyConfig] = Field(default_factory=list)
     """When any are configured, every request except `/healthz` needs one."""
     limits: LimitsConfig = Field(default_factory=LimitsConfig)

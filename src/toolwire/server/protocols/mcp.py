@@ -1,0 +1,322 @@
+"""`/mcp`: the gateway's server tools over MCP streamable HTTP, for any MCP client.
+
+The protocol is the official `mcp` SDK's (a low-level `Server` behind its
+`StreamableHTTPSessionManager`, stateless with JSON answers, so any replica can serve
+any request). What toolwire adds is what every front door adds: the caller's gateway key
+(`Authorization: Bearer`, checked before the SDK sees the request) decides which tools
+`tools/list` shows and which calls run, and every call goes through the gateway's
+runner (validation, scopes, redaction, cache, audit).
+
+A destructive tool never runs on the strength of the call alone. The first call makes a
+pending approval (the same records `/v1/approvals` lists) and answers with an error
+that gives its id and how to decide it; once approved, the same call (same tool, same
+arguments, same key) runs, exactly once: the approval is consumed by compare-and-set.
+
+`serve_stdio` serves a toolbox the same way over stdio (`toolwire mcp serve`), for local
+clients; there a destructive tool runs only when the command was started with `--yes`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+from starlette.requests import Request
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from toolwire.runner import ToolRunner, approve_all
+from toolwire.runner.audit import Grant
+from toolwire.server.caller import Caller, authenticate
+from toolwire.server.errors import GatewayError
+from toolwire.server.responses import json_response
+from toolwire.store.base import ApprovalRecord, Store, arguments_hash, canonical_json
+from toolwire.tools import Tool, ToolCall, ToolContext, ToolResult, new_call_id
+
+if TYPE_CHECKING:
+    import mcp_types
+    from mcp.server.lowlevel import Server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    from toolwire.server.gateway import Gateway
+
+__all__ = ["McpFrontDoor", "mcp_available", "serve_stdio"]
+
+PATH: Final = "/mcp"
+_RUN_PREFIX: Final = "mcp_"
+"""Approvals asked for over MCP belong to no agent run; their run id says where they came
+from."""
+
+
+def mcp_available() -> bool:
+    """Whether the `mcp` SDK is installed (the `mcp` extra)."""
+    import importlib.util
+
+    return importlib.util.find_spec("mcp") is not None
+
+
+# --- what both transports share ---------------------------------------------------------------
+
+Runner = Callable[[ToolCall, Tool, Caller], Awaitable[ToolResult | str]]
+"""Runs one call of a tool the caller may see; a `str` is an error message to return."""
+
+
+def _server(
+    tools: Callable[[Caller], Awaitable[list[Tool]]],
+    caller_of: Callable[[Any], Caller],
+    run: Runner,
+) -> Server[Any]:
+    import mcp_types
+    from mcp.server.lowlevel import Server
+
+    async def on_list_tools(
+        ctx: Any, params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListToolsResult:
+        listed = await tools(caller_of(ctx))
+        return mcp_types.ListToolsResult(tools=[_mcp_tool(t) for t in listed])
+
+    async def on_call_tool(
+        ctx: Any, params: mcp_types.CallToolRequestParams
+    ) -> mcp_types.CallToolResult:
+        caller = caller_of(ctx)
+        visible = {t.name: t for t in await tools(caller)}
+        tool = visible.get(params.name)
+        if tool is None:
+            names = ", ".join(sorted(visible)) or "none"
+            return _error(f"Unknown tool {params.name!r}. Available tools: {names}.")
+        call = ToolCall(
+            id=new_call_id(),
+            name=params.name,
+            arguments=orjson.dumps(params.arguments or {}).decode(),
+        )
+        outcome = await run(call, tool, caller)
+        if isinstance(outcome, str):
+            return _error(outcome)
+        return _result(outcome)
+
+    return Server(
+        "toolwire",
+        version=_version(),
+        instructions="Tools served by a toolwire gateway.",
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )
+
+
+def _mcp_tool(tool: Tool) -> mcp_types.Tool:
+    import mcp_types
+
+    annotations = mcp_types.ToolAnnotations(
+        read_only_hint=tool.effects == "read",
+        destructive_hint=tool.effects == "destructive",
+        idempotent_hint=True if tool.effects == "read" else None,
+    )
+    schema = dict(tool.input_schema)
+    schema.setdefault("type", "object")
+    return mcp_types.Tool(
+        name=tool.name,
+        description=tool.description or None,
+        input_schema=schema,
+        annotations=annotations,
+    )
+
+
+def _result(result: ToolResult) -> mcp_types.CallToolResult:
+    import mcp_types
+
+    text = result.to_model_text()
+    if not result.success:
+        return _error(result.error.message if result.error is not None else text)
+    structured = result.result if isinstance(result.result, dict) else None
+    return mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text=text)],
+        structured_content=structured,
+        is_error=False,
+    )
+
+
+def _error(message: str) -> mcp_types.CallToolResult:
+    import mcp_types
+
+    return mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text=message)], is_error=True
+    )
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("toolwire")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"
+
+
+def _visible(tools: list[Tool], ctx: ToolContext) -> list[Tool]:
+    return [t for t in tools if not t.scopes or ctx.scopes.issuperset(t.scopes)]
+
+
+# --- over HTTP, in the gateway ----------------------------------------------------------------
+
+
+class McpFrontDoor:
+    """`/mcp` on the gateway: an ASGI endpoint and the session manager's lifespan."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        self._gateway = gateway
+        server = _server(self._tools, _request_caller, self._run)
+        self._manager: StreamableHTTPSessionManager = StreamableHTTPSessionManager(
+            app=server, stateless=True, json_response=True
+        )
+
+    @property
+    def routes(self) -> list[Route]:
+        return [Route(PATH, endpoint=_Asgi(self._endpoint), methods=["GET", "POST", "DELETE"])]
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self._manager.run():
+            yield
+
+    async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            authenticate(request)  # before the SDK reads anything
+        except GatewayError as exc:
+            response = json_response(exc.body(), status=exc.status, headers=exc.headers)
+            await response(scope, receive, send)
+            return
+        await self._manager.handle_request(scope, receive, send)
+
+    async def _tools(self, caller: Caller) -> list[Tool]:
+        return _visible(await self._gateway.runner.list_tools(), caller.ctx)
+
+    async def _run(self, call: ToolCall, tool: Tool, caller: Caller) -> ToolResult | str:
+        gateway = self._gateway
+        store = await gateway.ready()
+        if tool.effects != "destructive":
+            return await gateway.runner.exec(call, caller.ctx)
+        return await _approved_run(gateway, store, caller, call, tool)
+
+
+async def _undecided(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool | None:
+    return None
+
+
+class _Asgi:
+    """An ASGI callable as a route endpoint (Starlette treats a bound method as a
+    request-response function)."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._app(scope, receive, send)
+
+
+def _request_caller(ctx: Any) -> Caller:
+    request = ctx.request
+    if not isinstance(request, Request):
+        raise GatewayError(400, "MCP over HTTP needs the HTTP request.")
+    caller = authenticate(request)
+    caller.ctx.metadata["front_door"] = "mcp"
+    return caller
+
+
+async def _approved_run(
+    gateway: Gateway, store: Store, caller: Caller, call: ToolCall, tool: Tool
+) -> ToolResult | str:
+    """Run a destructive call only on an approval of exactly this call."""
+    # Validation, scopes and the policy first: what could not run is answered as is.
+    checked = await gateway.runner.exec(call, caller.ctx, approver=_undecided)
+    if checked.error is None or checked.error.code != "awaiting_approval":
+        return checked
+    arguments = orjson.loads(call.arguments)
+    digest = arguments_hash(arguments)
+    now = time.time()
+    mine = [
+        r
+        for r in await store.list_approvals(requested_by=caller.name, now=now, limit=200)
+        if r.run_id.startswith(_RUN_PREFIX) and r.tool == tool.name and r.arguments_hash == digest
+    ]
+    for record in mine:
+        if record.effective_status(now) != "approved":
+            continue
+        used = replace(record, status="used", used_at=now)
+        if not await store.update_approval(used, expect=("approved",)):
+            continue  # another request used it first
+        grant = Grant(
+            approval_id=record.id, approved_by=record.decided_by, approved_at=record.decided_at
+        )
+        call = replace(call, id=record.call_id)
+        return await gateway.runner.exec(call, caller.ctx, approver=approve_all, grant=grant)
+    pending = next((r for r in mine if r.effective_status(now) == "pending"), None)
+    if pending is None:
+        pending = ApprovalRecord(
+            id="apr_" + uuid.uuid4().hex,
+            run_id=_RUN_PREFIX + uuid.uuid4().hex,
+            call_id=call.id,
+            tool=tool.name,
+            arguments=canonical_json(arguments),
+            arguments_hash=digest,
+            reason=f"{tool.name!r} is a destructive tool called over MCP: a person must "
+            "approve this call.",
+            effects=tool.effects,
+            requested_by=caller.name,
+            approver=tool.approver,
+            created_at=now,
+            expires_at=now + gateway.config.approvals.ttl,
+        )
+        await store.add_approvals([pending])
+    return (
+        f"Tool {tool.name!r} needs approval before it runs, and it has not run. Approval "
+        f"{pending.id} is pending: a person approves it with `toolwire approvals approve "
+        f"{pending.id}` or `POST /v1/approvals/{pending.id}` with "
+        '{"decision": "approve"}. Then call the tool again with the same arguments: it '
+        "runs once."
+    )
+
+
+# --- over stdio -------------------------------------------------------------------------------
+
+
+def _local_user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment
+        return "local"
+
+
+async def serve_stdio(runner: ToolRunner, *, allow_destructive: bool) -> None:
+    """Serve `runner`'s tools over stdio until the client closes the connection."""
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    async def tools(caller: Caller) -> list[Tool]:
+        return await runner.list_tools()
+
+    async def run(call: ToolCall, tool: Tool, caller: Caller) -> ToolResult | str:
+        if tool.effects == "destructive" and not allow_destructive:
+            return (
+                f"Tool {tool.name!r} is destructive and was not run: this server was "
+                "started without --yes. Restart it with `toolwire mcp serve --yes` to allow "
+                "destructive tools."
+            )
+        return await runner.exec(call, caller.ctx, approver=approve_all)
+
+    def local(_: Any) -> Caller:
+        return Caller(key=None, ctx=ToolContext(principal=_local_user()))
+
+    server = _server(tools, local, run)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+    await anyio.lowlevel.checkpoint()
