@@ -288,7 +288,10 @@ def check_document(doc: ConfigDocument) -> int:
     server_tools = doc.sections.get("server_tools")
     if not isinstance(server_tools, ServerToolsConfig):
         return 0
-    tools, findings = load_server_tools(server_tools)
+    openapi = doc.sections.get("http_tools")
+    tools, findings = load_server_tools(
+        server_tools, openapi=openapi if isinstance(openapi, list) else None
+    )
     for loc, message in findings:
         doc.add(loc, message)
     if doc.config is not None:

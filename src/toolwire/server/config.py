@@ -26,6 +26,7 @@ __all__ = [
     "McpEndpointConfig",
     "McpServerConfig",
     "ModelRoute",
+    "OpenApiToolsConfig",
     "ServerToolsConfig",
     "ToolCallsMode",
     "ToolProviderConfig",
@@ -348,6 +349,42 @@ class McpServerConfig(_Section):
         return self
 
 
+class OpenApiToolsConfig(_Section):
+    """HTTP tools made from an OpenAPI 3 document (see `HttpTools.from_openapi`)."""
+
+    openapi: str
+    """The document: a path (JSON or YAML; relative to the working directory) or a URL."""
+    base_url: str | None = None
+    """The API's root URL; default the document's first `servers` entry."""
+    operations: list[str] | None = None
+    """Only these operations (by `operationId`)."""
+    exclude: list[str] = Field(default_factory=list)
+    auth: str | None = None
+    """`forward` (the caller's token) or `env:VARIABLE` (a bearer token from the gateway's
+    environment); default none."""
+    effects: dict[str, Literal["read", "write", "destructive"]] = Field(default_factory=dict)
+    """Effects by `operationId`; default from the method (GET read, DELETE destructive,
+    others write)."""
+    scopes: list[str] = Field(default_factory=list)
+    timeout: float | None = Field(default=None, gt=0)
+
+    @field_validator("auth")
+    @classmethod
+    def _auth(cls, value: str | None) -> str | None:
+        if value is None or value == "forward":
+            return value
+        if value.startswith("env:") and _ENV_NAME.fullmatch(value.removeprefix("env:")):
+            return value
+        raise ValueError(f"{value!r} is neither 'forward' nor 'env:VARIABLE'")
+
+    @field_validator("base_url")
+    @classmethod
+    def _base(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        return value
+
+
 class McpEndpointConfig(_Section):
     """`/mcp`: the server tools over MCP streamable HTTP."""
 
@@ -460,6 +497,8 @@ class GatewayConfig(_Section):
     server_tools: ServerToolsConfig = Field(default_factory=ServerToolsConfig)
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     """MCP servers whose tools are served as server tools."""
+    http_tools: list[OpenApiToolsConfig] = Field(default_factory=list)
+    """HTTP tools made from OpenAPI documents, one per operation."""
     mcp: McpEndpointConfig = Field(default_factory=McpEndpointConfig)
     """The gateway's own MCP endpoint (`/mcp`)."""
     keys: list[KeyConfig] = Field(default_factory=list)

@@ -19,7 +19,13 @@ from toolwire.models import Model
 from toolwire.models.aiohttp_transport import pooled_client
 from toolwire.runner import Policy, ToolRunner
 from toolwire.server.auth import GatewayKey, Keyring
-from toolwire.server.config import GatewayConfig, McpServerConfig, ModelRoute, ServerToolsConfig
+from toolwire.server.config import (
+    GatewayConfig,
+    McpServerConfig,
+    ModelRoute,
+    OpenApiToolsConfig,
+    ServerToolsConfig,
+)
 from toolwire.server.errors import GatewayError
 from toolwire.server.loader import (
     ConfigError,
@@ -49,10 +55,14 @@ class ServerTools:
     """Kept to close its HTTP client when the gateway stops."""
     mcp: list[McpTools] = field(default_factory=list)
     """The MCP servers, started and stopped with the gateway."""
+    openapi: list[HttpTools] = field(default_factory=list)
+    """The HTTP tools made from OpenAPI documents (their clients closed at the end)."""
 
     async def aclose(self) -> None:
         if self.http is not None:
             await self.http.aclose()
+        for tools in self.openapi:
+            await tools.aclose()
         await asyncio.gather(*(server.aclose() for server in self.mcp))
 
 
@@ -84,7 +94,10 @@ def load_mcp_servers(configs: list[McpServerConfig], environ: Mapping[str, str])
 
 
 def load_server_tools(
-    config: ServerToolsConfig, mcp: list[McpTools] | None = None
+    config: ServerToolsConfig,
+    mcp: list[McpTools] | None = None,
+    openapi: list[OpenApiToolsConfig] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[ServerTools | None, list[tuple[Loc, str]]]:
     """Import the tool modules, make the tool providers and define the HTTP tools.
 
@@ -133,13 +146,35 @@ def load_server_tools(
                 findings.append((("server_tools", "http", i), str(exc)))
         http = HttpTools(defined)
         parts.append(http)
+    openapi_tools: list[HttpTools] = []
+    for i, source in enumerate(openapi or []):
+        try:
+            openapi_tools.append(
+                HttpTools.from_openapi(
+                    source.openapi,
+                    base_url=source.base_url,
+                    operations=source.operations,
+                    exclude=source.exclude,
+                    auth=source.auth,
+                    effects=source.effects,
+                    scopes=source.scopes,
+                    timeout=source.timeout,
+                    environ=environ,
+                )
+            )
+        except ToolDefinitionError as exc:
+            findings.append((("http_tools", i, "openapi"), " ".join(str(exc).split())))
+    parts.extend(openapi_tools)
     if findings:
         return None, findings
     try:
         provider = Toolbox([*parts, *(mcp or [])])
     except ToolDefinitionError as exc:
         return None, [(("server_tools",), str(exc))]
-    return ServerTools(provider=provider, http=http, mcp=list(mcp or [])), []
+    return (
+        ServerTools(provider=provider, http=http, mcp=list(mcp or []), openapi=openapi_tools),
+        [],
+    )
 
 
 class Gateway:
@@ -160,7 +195,7 @@ class Gateway:
             for loc, message in environment_findings(config, env)
         ]
         mcp = load_mcp_servers(config.mcp_servers, env)
-        tools, findings = load_server_tools(config.server_tools, mcp)
+        tools, findings = load_server_tools(config.server_tools, mcp, config.http_tools, env)
         problems += [ConfigProblem(path=format_path(loc), message=m) for loc, m in findings]
         store_url = config.store or env.get("TOOLWIRE_STORE") or default_store_url()
         store: Store | None = None

@@ -44,7 +44,7 @@ Loc = tuple[str | int, ...]
 
 _PLAIN_KEY: Final = re.compile(r"[A-Za-z0-9_\-]+")
 _PLACEHOLDER: Final = re.compile(r"\{([^{}]*)\}")
-_SECTIONS: Final = ("upstream", "server_tools", "mcp_servers", "keys", "limits")
+_SECTIONS: Final = ("upstream", "server_tools", "http_tools", "mcp_servers", "keys", "limits")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,6 +210,17 @@ def environment_findings(
                 f"environment variable {name} is not set; the upstream key is read from it",
             )
         )
+    for i, source in enumerate(config.http_tools):
+        if source.auth is not None and source.auth.startswith("env:"):
+            var = source.auth.removeprefix("env:")
+            if not env.get(var):
+                found.append(
+                    (
+                        ("http_tools", i, "auth"),
+                        f"environment variable {var} is not set; the API token of "
+                        f"{source.openapi} is read from it",
+                    )
+                )
     for i, server in enumerate(config.mcp_servers):
         for header, var in server.headers_env.items():
             if not env.get(var):
@@ -503,6 +514,7 @@ def _no_checks(_: Any) -> list[_Finding]:
 _SECTION_CHECKS: Final = {
     "upstream": _upstream_checks,
     "server_tools": _server_tools_checks,
+    "http_tools": _no_checks,
     "mcp_servers": _mcp_servers_checks,
     "keys": _keys_checks,
     "limits": _no_checks,

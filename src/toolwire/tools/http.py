@@ -26,6 +26,7 @@ trace.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import time
 import warnings
@@ -89,6 +90,14 @@ class HttpTool:
     """The gateway key that must approve calls of a destructive HTTP tool (`Tool.approver`)."""
     audit_arguments: tuple[str, ...] | None = None
     """Arguments the audit log may record (`Tool.audit_arguments`)."""
+    query: tuple[str, ...] | None = None
+    """For POST, PUT and PATCH: the arguments sent as query parameters rather than in the
+    body (an OpenAPI operation's query parameters)."""
+    body_argument: str | None = None
+    """The argument whose value is the whole JSON body, instead of the remaining arguments
+    as one object."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Headers sent with every request (an API key read from the environment, say)."""
     parameters: InitVar[dict[str, Any] | None] = None
     """Deprecated spelling of `input_schema`."""
 
@@ -164,6 +173,74 @@ class HttpTools:
         self._owns_client = client is None
         self._timeout = timeout
 
+    @classmethod
+    def from_openapi(
+        cls,
+        source: str | os.PathLike[str] | Mapping[str, Any],
+        *,
+        base_url: str | None = None,
+        operations: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
+        auth: str | None = None,
+        effects: Mapping[str, Effects] | None = None,
+        scopes: Sequence[str] = (),
+        timeout: float | None = None,
+        client: httpx.AsyncClient | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> HttpTools:
+        """HTTP tools for the operations of an OpenAPI 3.0 / 3.1 document (see
+        `toolwire.tools.openapi` for the mapping).
+
+        Args:
+            source: The document: a path (JSON or YAML), an http(s) URL, or a mapping.
+            base_url: The API's root URL; default the document's first `servers` entry.
+            operations: Only these operations (by `operationId`).
+            exclude: Not these.
+            auth: `"forward"` (send the caller's token) or `"env:VAR"` (a bearer token read
+                from the environment variable now); default none.
+            effects: Effects by `operationId`; default from the HTTP method.
+            scopes: Scopes a caller needs for these tools.
+            timeout: Seconds per request.
+            environ: Where `env:VAR` is read (default `os.environ`).
+
+        Raises:
+            ToolDefinitionError: The document cannot be read or mapped, or `auth` names
+                an unset variable; the message says which and what to do.
+        """
+        from toolwire.tools.openapi import load_openapi, openapi_tools
+
+        headers: dict[str, str] = {}
+        forward: Literal["forward"] | None = None
+        if auth == "forward":
+            forward = "forward"
+        elif auth is not None and auth.startswith("env:"):
+            var = auth.removeprefix("env:")
+            value = (os.environ if environ is None else environ).get(var)
+            if not value:
+                raise ToolDefinitionError(
+                    f"auth {auth!r}: the environment variable {var} is not set; set it to the "
+                    "API's token."
+                )
+            headers["Authorization"] = f"Bearer {value}"
+        elif auth is not None:
+            raise ToolDefinitionError(f"auth {auth!r} is neither 'forward' nor 'env:VARIABLE'.")
+        document, url = load_openapi(
+            os.fspath(source) if isinstance(source, os.PathLike) else source
+        )
+        definitions = openapi_tools(
+            document,
+            base_url=base_url,
+            document_url=url,
+            operations=operations,
+            exclude=exclude,
+            auth=forward,
+            headers=headers,
+            effects=effects,
+            scopes=scopes,
+            timeout=timeout,
+        )
+        return cls(definitions, client=client)
+
     @property
     def tools(self) -> list[Tool]:
         """The tool definitions (known without any request)."""
@@ -192,11 +269,18 @@ class HttpTools:
 
         started = time.perf_counter()
         url, rest = _fill_endpoint(definition, arguments)
-        headers = {"Accept": "application/json"}
+        headers = {**definition.headers, "Accept": "application/json"}
         if definition.forward_auth and ctx.auth_token:
             headers["Authorization"] = f"Bearer {ctx.auth_token}"
-        body = rest if definition.method in _BODY_METHODS else None
-        params = None if body is not None else _query(rest)
+        body: Any = None
+        params = None
+        if definition.method in _BODY_METHODS:
+            if definition.query:
+                params = _query({k: v for k, v in rest.items() if k in definition.query})
+                rest = {k: v for k, v in rest.items() if k not in definition.query}
+            body = rest.get(definition.body_argument) if definition.body_argument else rest
+        else:
+            params = _query(rest)
         timeout = definition.timeout if definition.timeout is not None else self._timeout
         try:
             response = await self._get_client().request(
