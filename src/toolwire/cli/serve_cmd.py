@@ -58,8 +58,19 @@ def serve(
     ] = None,
     access_log: Annotated[
         bool,
-        typer.Option("--access-log/--no-access-log", help="Log one line per request (uvicorn's)."),
+        typer.Option(
+            "--access-log/--no-access-log",
+            help="Log one line per request (toolwire.access: request id, key name, route, "
+            "status, duration, model).",
+        ),
     ] = True,
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--log-format",
+            help="text (a timestamped line) or json (one JSON object per line).",
+        ),
+    ] = "text",
     drain_seconds: Annotated[
         int,
         typer.Option(
@@ -81,6 +92,8 @@ def serve(
 ) -> None:
     """Start the OpenAI-compatible gateway."""
     count = _worker_count(workers)
+    if log_format not in ("text", "json"):
+        raise exit_with(f"--log-format must be 'text' or 'json', not {log_format!r}.")
     from toolwire.server import MissingExtraError, require_server_extra
 
     try:
@@ -103,7 +116,7 @@ def serve(
     from toolwire.server import create_app
 
     try:
-        app = create_app(settings)
+        app = create_app(settings, access_log=access_log)
     except ConfigError as exc:
         _print_problems(exc.problems)
         raise typer.Exit(2) from None
@@ -135,10 +148,11 @@ def serve(
         tool_names = [t.name for t in gateway.server_tool_list]
         _print_banner(settings, str(bound_host), int(bound_port), config, tool_names, gateway.store)
 
+    from toolwire.server.logs import configure_logging
     from toolwire.server.serving import ServeOptions, StartupError, build_app, serve
 
     level = os.environ.get("TOOLWIRE_LOG_LEVEL", "info")
-    _log_to_stderr(level)
+    configure_logging(level, log_format)
     options = ServeOptions(
         log_level=level,
         access_log=access_log,
@@ -159,7 +173,7 @@ def serve(
         # process); the tools are checked once here first.
         asyncio.run(_check_gateway(gateway))
         banner()
-        factory = functools.partial(build_app, settings.model_dump_json())
+        factory = functools.partial(build_app, settings.model_dump_json(), access_log, log_format)
         serve(factory, sock, options, workers=count)
     except StartupError as exc:
         sock.close()
@@ -223,23 +237,6 @@ def _print_store(console: Console, store: Store) -> None:
         )
     else:
         console.print(f"  store: {store.url}")
-
-
-def _log_to_stderr(level: str) -> None:
-    """Send the gateway's own log (upstream failures, tool errors) to stderr like uvicorn's.
-
-    The CLI silences the `toolwire` logger unless `-v` is given; a server needs its
-    warnings in the log, so `serve` adds a plain handler when no real one is attached.
-    """
-    import logging
-
-    logger = logging.getLogger("toolwire")
-    if any(not isinstance(h, logging.NullHandler) for h in logger.handlers):
-        return  # -v already attached one
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(level.upper() if level.upper() in logging.getLevelNamesMapping() else "INFO")
 
 
 def check(

@@ -25,6 +25,7 @@ from toolwire.server.errors import GatewayError, error_body
 from toolwire.server.gateway import Gateway
 from toolwire.server.limits import InFlightLimit
 from toolwire.server.loader import ConfigError, ConfigProblem
+from toolwire.server.observability import MeteredAudit, Metrics, Observe, metrics_routes
 from toolwire.server.protocols.anthropic_messages import routes as messages_routes
 from toolwire.server.protocols.chat_completions import routes as chat_routes
 from toolwire.server.protocols.mcp import McpFrontDoor, mcp_available
@@ -45,7 +46,10 @@ _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 def create_app(
-    config: GatewayConfig | None = None, *, environ: Mapping[str, str] | None = None
+    config: GatewayConfig | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    access_log: bool = True,
 ) -> Starlette:
     """Build the gateway app.
 
@@ -53,12 +57,16 @@ def create_app(
         config: The configuration; `None` is `GatewayConfig()` (offline, no tools, no keys).
         environ: Where the upstream key and `env` gateway keys are read (default
             `os.environ`).
+        access_log: Write one `toolwire.access` log line per request.
 
     Raises:
         ConfigError: Tool modules fail to load or a named environment variable is unset.
     """
     gateway = Gateway(config if config is not None else GatewayConfig(), environ=environ)
     mcp = _mcp_front_door(gateway)
+    metrics = Metrics() if gateway.config.metrics.enabled else None
+    if metrics is not None and gateway.runner.audit is not None:
+        gateway.runner.audit = MeteredAudit(gateway.runner.audit, metrics)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -81,6 +89,7 @@ def create_app(
             *tool_routes,
             *run_routes,
             *(mcp.routes if mcp is not None else []),
+            *metrics_routes,
         ],
         exception_handlers={
             GatewayError: _gateway_error,
@@ -89,6 +98,7 @@ def create_app(
         },
         middleware=[
             Middleware(RequestId),
+            Middleware(Observe, metrics=metrics, log=access_log),
             Middleware(
                 InFlightLimit,
                 max_requests=gateway.config.limits.max_in_flight,
@@ -100,6 +110,7 @@ def create_app(
     )
     app.state.gateway = gateway
     app.state.drain = Drain()
+    app.state.metrics = metrics
     return app
 
 

@@ -75,4 +75,6 @@ def authenticate(request: Request) -> Caller:
     ctx = gateway.context(key, forwarded)
     # Kept in audit records so an operator can find a request's tool calls.
     ctx.metadata["request_id"] = request_id_of(request.scope) or "req_" + uuid.uuid4().hex
+    if key is not None:
+        request.scope.setdefault("state", {})["key_name"] = key.name  # for the access log
     return Caller(key, ctx)

@@ -25,6 +25,7 @@ __all__ = [
     "LimitsConfig",
     "McpEndpointConfig",
     "McpServerConfig",
+    "MetricsConfig",
     "ModelRoute",
     "OpenApiToolsConfig",
     "ServerToolsConfig",
@@ -385,6 +386,14 @@ class OpenApiToolsConfig(_Section):
         return value
 
 
+class MetricsConfig(_Section):
+    """`GET /metrics` (Prometheus)."""
+
+    enabled: bool = True
+    public: bool = False
+    """With gateway keys configured, `/metrics` needs an admin key unless this is set."""
+
+
 class McpEndpointConfig(_Section):
     """`/mcp`: the server tools over MCP streamable HTTP."""
 
@@ -500,6 +509,7 @@ class GatewayConfig(_Section):
     http_tools: list[OpenApiToolsConfig] = Field(default_factory=list)
     """HTTP tools made from OpenAPI documents, one per operation."""
     mcp: McpEndpointConfig = Field(default_factory=McpEndpointConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     """The gateway's own MCP endpoint (`/mcp`)."""
     keys: list[KeyConfig] = Field(default_factory=list)
     """When any are configured, every request except `/healthz` needs one."""

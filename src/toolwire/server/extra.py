@@ -17,8 +17,9 @@ class MissingExtraError(ImportError):
 
 
 def require_server_extra() -> None:
-    """Raise `MissingExtraError` unless Starlette and uvicorn are installed (not imported)."""
-    for module in ("starlette", "uvicorn"):
+    """Raise `MissingExtraError` unless Starlette, uvicorn and prometheus-client are
+    installed (not imported)."""
+    for module in ("starlette", "uvicorn", "prometheus_client"):
         try:
             found = importlib.util.find_spec(module) is not None
         except (ImportError, ValueError):

@@ -79,7 +79,11 @@ class ServeOptions:
             app,
             log_level=self.log_level,
             lifespan="on",
-            access_log=self.access_log,
+            # toolwire's own access log (`toolwire.access`) replaces uvicorn's, and
+            # `toolwire.server.logs` sets up the loggers (uvicorn's dictConfig would not
+            # keep the chosen format).
+            access_log=False,
+            log_config=None,
             http=_protocol_class(),
             # uvicorn cancels what is left this long after the drain expired the streams.
             timeout_graceful_shutdown=int(self.drain_seconds + _DRAIN_GRACE + 0.999),
@@ -162,12 +166,19 @@ def serve(
     _Supervisor(app_factory, sock, options, workers).run()
 
 
-def build_app(config_json: str) -> Starlette:
+def build_app(config_json: str, access_log: bool = True, log_format: str = "text") -> Starlette:
     """The app for `GatewayConfig` JSON: what each worker process runs."""
     from toolwire.server.app import create_app
     from toolwire.server.config import GatewayConfig
+    from toolwire.server.logs import configure_logging
 
-    return create_app(GatewayConfig.model_validate_json(config_json))
+    configure_logging(options_level(), log_format)
+    return create_app(GatewayConfig.model_validate_json(config_json), access_log=access_log)
+
+
+def options_level() -> str:
+    """The log level `toolwire serve` runs at (`TOOLWIRE_LOG_LEVEL`, default info)."""
+    return os.environ.get("TOOLWIRE_LOG_LEVEL", "info")
 
 
 # --- the header deadline -------------------------------------------------------------------

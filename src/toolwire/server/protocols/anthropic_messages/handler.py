@@ -64,6 +64,7 @@ async def messages(request: Request, gateway: Gateway, ctx: ToolContext) -> Resp
     """Serve one Messages request (authentication already done)."""
     data = await read_json(request, limit=gateway.config.limits.max_body_bytes)
     req = _parse(data, gateway)
+    request.state.model = req.model  # for the access log and metrics
     model = gateway.models.get(req.model)
     if model is None:
         raise gateway.unknown_model(req.model)

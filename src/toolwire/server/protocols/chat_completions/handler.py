@@ -67,6 +67,7 @@ async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext)
         dialect=gateway.config.dialect,
         server_tools=gateway.server_tool_names,
     )
+    request.state.model = chat.model  # for the access log and metrics
     model = gateway.models.get(chat.model)
     if model is None:
         raise gateway.unknown_model(chat.model)

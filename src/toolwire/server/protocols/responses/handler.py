@@ -61,6 +61,7 @@ async def _create(request: Request) -> Response:
     req = parse_responses_request(
         data, limits=gateway.config.limits, server_tools=gateway.server_tool_names
     )
+    request.state.model = req.model  # for the access log and metrics
     if req.model not in gateway.models:
         raise gateway.unknown_model(req.model)
     previous = None

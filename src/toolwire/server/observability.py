@@ -1,0 +1,227 @@
+"""What an operator sees: Prometheus metrics at `/metrics` and one log line per request.
+
+- `Observe` (ASGI middleware) times every request, counts it by route template, method,
+  status and model, records the time to the first byte of a stream, keeps the number
+  of requests and streams in flight, and writes one line to the `toolwire.access`
+  logger: time, request id, key name, method, route, status, duration, model, tool
+  calls. Never a key, a token or an argument value.
+- `MeteredAudit` sits between the runner and its audit log: every tool call's record
+  passes through it, so tool calls by tool and outcome and their durations are counted
+  without the runner knowing about metrics.
+- `/metrics` renders the gateway's own registry, and asks the store for the approvals
+  by status at scrape time (the store is shared by replicas, so that figure is the
+  cluster's). With gateway keys configured it needs an admin key unless
+  `metrics.public` is set.
+
+Each app has its own `CollectorRegistry`: several gateways in one process (the tests)
+do not share counters. With `serve --workers N` each worker has its own figures; scrape
+each worker, or run one worker per container.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from toolwire.server.caller import authenticate, gateway_of
+from toolwire.server.errors import GatewayError
+from toolwire.store.base import AuditRecord
+
+if TYPE_CHECKING:
+    from toolwire.runner.audit import AuditLog
+
+__all__ = ["MeteredAudit", "Metrics", "Observe", "metrics_routes"]
+
+access_log = logging.getLogger("toolwire.access")
+
+_LATENCY: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_APPROVAL_STATUSES: Final = ("pending", "approved", "denied", "used", "expired")
+
+
+class Metrics:
+    """The gateway's Prometheus metrics, in a registry of its own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter(
+            "toolwire_requests",
+            "HTTP requests by route template, method, status and model.",
+            ["route", "method", "status", "model"],
+            registry=r,
+        )
+        self.duration = Histogram(
+            "toolwire_request_duration_seconds",
+            "Time from the request to the end of the response.",
+            ["route"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.first_byte = Histogram(
+            "toolwire_stream_first_byte_seconds",
+            "Time from the request to the first byte of a streamed (SSE) answer: the time "
+            "to the first token, or to the first event of a run.",
+            ["route"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.in_flight = Gauge("toolwire_requests_in_flight", "Requests being served.", registry=r)
+        self.streams = Gauge("toolwire_streams_active", "SSE answers being streamed.", registry=r)
+        self.tool_calls = Counter(
+            "toolwire_tool_calls",
+            "Server-tool calls by tool and outcome (ok, or the error code).",
+            ["tool", "outcome"],
+            registry=r,
+        )
+        self.tool_duration = Histogram(
+            "toolwire_tool_duration_seconds",
+            "Time a server tool took (approval waits excluded).",
+            ["tool"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.approvals = Gauge(
+            "toolwire_approvals",
+            "Approvals in the store by status (read at scrape time; at most 1000 each).",
+            ["status"],
+            registry=r,
+        )
+
+
+class MeteredAudit:
+    """An audit log that counts the tool calls whose records pass through it."""
+
+    def __init__(self, inner: AuditLog, metrics: Metrics) -> None:
+        self._inner = inner
+        self._metrics = metrics
+
+    async def append_audit(self, record: AuditRecord) -> int:
+        if record.event in ("finished", "finished_late"):
+            outcome = record.outcome or "ok"
+            self._metrics.tool_calls.labels(record.tool, outcome).inc()
+            if record.duration_ms is not None:
+                self._metrics.tool_duration.labels(record.tool).observe(record.duration_ms / 1000)
+        return await self._inner.append_audit(record)
+
+
+class Observe:
+    """ASGI middleware: metrics and the access log line of every HTTP request."""
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics | None, log: bool = True) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.log = log
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        metrics = self.metrics
+        status = 500
+        streaming = False
+        first_byte: float | None = None
+
+        async def observed(message: Message) -> None:
+            nonlocal status, streaming, first_byte
+            kind = message["type"]
+            if kind == "http.response.start":
+                status = message["status"]
+                for name, value in message.get("headers", ()):
+                    if name == b"content-type" and value.startswith(b"text/event-stream"):
+                        streaming = True
+                        if metrics is not None:
+                            metrics.streams.inc()
+            elif kind == "http.response.body" and first_byte is None and message.get("body"):
+                first_byte = time.perf_counter()
+            await send(message)
+
+        if metrics is not None:
+            metrics.in_flight.inc()
+        try:
+            await self.app(scope, receive, observed)
+        finally:
+            ended = time.perf_counter()
+            route = _route(scope)
+            state = scope.get("state") or {}
+            model = state.get("model") or ""
+            if metrics is not None:
+                metrics.in_flight.dec()
+                if streaming:
+                    metrics.streams.dec()
+                    if first_byte is not None:
+                        metrics.first_byte.labels(route).observe(first_byte - started)
+                metrics.requests.labels(route, scope["method"], str(status), model).inc()
+                metrics.duration.labels(route).observe(ended - started)
+            if self.log and access_log.isEnabledFor(logging.INFO):
+                _log_line(scope, state, route, status, (ended - started) * 1000, model)
+
+
+def _route(scope: Scope) -> str:
+    # The route's template (`/v1/approvals/{id}`), never the raw path: one label value
+    # per route, whatever ids clients send.
+    route = scope.get("route")
+    path = getattr(route, "path", None)
+    return path if isinstance(path, str) else "unmatched"
+
+
+def _log_line(
+    scope: Scope, state: dict[str, Any], route: str, status: int, ms: float, model: str
+) -> None:
+    fields = {
+        "request_id": state.get("request_id"),
+        "key": state.get("key_name"),
+        "method": scope["method"],
+        "route": route,
+        "status": status,
+        "duration_ms": round(ms, 2),
+        "model": model or None,
+        "tool_calls": state.get("tool_calls"),
+    }
+    shown = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
+    access_log.info(shown, extra={"toolwire": fields})
+
+
+# --- /metrics ------------------------------------------------------------------------------
+
+
+async def _metrics(request: Request) -> Response:
+    gateway = gateway_of(request)
+    metrics: Metrics | None = getattr(request.app.state, "metrics", None)
+    if metrics is None:
+        raise GatewayError(
+            404, "Metrics are turned off (metrics.enabled: false).", code="not_found"
+        )
+    if gateway.keyring.enabled and not gateway.config.metrics.public:
+        caller = authenticate(request)
+        if not caller.admin:
+            raise GatewayError(
+                403,
+                "/metrics needs an admin key (or metrics.public: true in the config).",
+                code="forbidden",
+            )
+    if gateway.server_tool_names:
+        await _count_approvals(gateway, metrics)
+    return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+async def _count_approvals(gateway: Any, metrics: Metrics) -> None:
+    try:
+        store = await gateway.ready()
+        now = time.time()
+        for status in _APPROVAL_STATUSES:
+            found = await store.list_approvals(status=status, now=now, limit=1000)
+            metrics.approvals.labels(status).set(len(found))
+    except Exception:  # a store that is down must not break the scrape
+        logging.getLogger("toolwire.server").warning("metrics: cannot count approvals")
+
+
+metrics_routes = [Route("/metrics", _metrics, methods=["GET"])]
