@@ -99,9 +99,33 @@ def test_unknown_format_is_one_line_listing_the_formats() -> None:
 def test_bad_tool_specs_file_is_one_clear_line(tmp_path: Path) -> None:
     specs = tmp_path / "tools.json"
     specs.write_text('{"not": "a list"}')
-    code, _, err = _run(["--model", "x", "--tool-specs", str(specs)], "hello")
+    code, _, err = _run(["--format", "hermes", "--tool-specs", str(specs)], "hello")
     assert code == 2
     assert "list of tool objects" in err
+
+
+def test_a_format_needs_no_model() -> None:
+    code, out, _ = _run(
+        ["--format", "hermes"], 'hi <tool_call>{"name": "a", "arguments": {}}</tool_call>'
+    )
+    assert code == 0
+    assert '"name": "a"' in out
+
+
+def test_an_unknown_model_is_an_error_listing_the_formats() -> None:
+    code, out, err = _run(["--model", "my-own-finetune"], "hello")
+    assert code == 2
+    assert out == ""
+    assert "'my-own-finetune'" in err
+    assert "--format" in err
+    assert all(name in err for name in FORMATS)
+
+
+def test_neither_model_nor_format_is_an_error() -> None:
+    code, _, err = _run([], "hello")
+    assert code == 2
+    assert "--model" in err
+    assert "--format" in err
 
 
 def test_installed_command_streams_from_a_real_pipe() -> None:

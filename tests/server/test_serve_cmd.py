@@ -226,3 +226,31 @@ def test_serve_with_no_config_runs_offline_with_the_demo_tools(
             "/v1/tools/calculate/invoke", json={"arguments": {"expression": "6*7"}}
         ).json()
     assert result["result"] == {"expression": "6*7", "result": 42}
+
+
+def test_version(cli: CliRunner) -> None:
+    from importlib.metadata import version
+
+    out = cli.invoke(app, ["--version"])
+    assert out.exit_code == 0
+    assert out.output.strip() == f"toolwire {version('toolwire')}"
+
+
+@pytest.mark.parametrize("how", ["env", "here"])
+def test_serve_and_check_find_the_config_without_config_option(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    config = tmp_path / "toolwire.yaml"
+    config.write_text("port: 70000\n")  # invalid: proves this file was read
+    if how == "env":
+        monkeypatch.setenv("TOOLWIRE_CONFIG", str(config))
+        monkeypatch.chdir(tmp_path.parent)
+    else:
+        monkeypatch.delenv("TOOLWIRE_CONFIG", raising=False)
+        monkeypatch.chdir(tmp_path)
+    served = cli.invoke(app, ["serve"])
+    assert served.exit_code == 2
+    assert "port" in served.output
+    checked = cli.invoke(app, ["check"])
+    assert checked.exit_code == 1
+    assert "port" in checked.output

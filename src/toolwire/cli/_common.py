@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -12,7 +14,7 @@ from toolwire.tools import ToolDefinitionError, ToolProvider
 from toolwire.tools.demo import demo_toolbox
 from toolwire.tools.toolbox import Toolbox
 
-__all__ = ["CliError", "exit_with", "load_tools", "stderr_console"]
+__all__ = ["CliError", "discover_config", "exit_with", "load_tools", "stderr_console"]
 
 TOOLS_OPTION_HELP = (
     "Python module with @tool functions to load, e.g. myapp.tools (repeatable). "
@@ -33,6 +35,18 @@ def exit_with(error: CliError | str, code: int = 2) -> typer.Exit:
     message = " ".join(str(error).split())
     stderr_console().print(Text.assemble(("Error: ", "bold red"), message), soft_wrap=True)
     return typer.Exit(code)
+
+
+def discover_config(given: Path | None) -> Path | None:
+    """The gateway config to use: `--config`, else `$TOOLWIRE_CONFIG`, else
+    `./toolwire.yaml` when it exists, else none (built-in defaults)."""
+    if given is not None:
+        return given
+    from_env = os.environ.get("TOOLWIRE_CONFIG")
+    if from_env:
+        return Path(from_env)
+    here = Path("toolwire.yaml")
+    return here if here.is_file() else None
 
 
 def load_tools(modules: Sequence[str]) -> ToolProvider:

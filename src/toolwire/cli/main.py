@@ -30,11 +30,25 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"toolwire {version('toolwire')}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Log what the runner does, tracebacks included.")
+    ] = False,
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", callback=_version, is_eager=True
+        ),
     ] = False,
 ) -> None:
     logger = logging.getLogger("toolwire")

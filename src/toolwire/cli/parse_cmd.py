@@ -17,6 +17,7 @@ from toolwire.parsing import (
     ParseEvent,
     UnknownFormatError,
     format_for,
+    match_format,
     parse_output,
     parser_for,
 )
@@ -28,8 +29,9 @@ _CHUNK = 65536
 
 def parse(
     model: Annotated[
-        str, typer.Option("--model", "-m", help="Model id that wrote the output; picks the format.")
-    ],
+        str | None,
+        typer.Option("--model", "-m", help="Model id that wrote the output; picks the format."),
+    ] = None,
     format: Annotated[
         str | None,
         typer.Option(
@@ -60,11 +62,22 @@ def parse(
         ),
     ] = None,
 ) -> None:
-    """Read raw model output on stdin; print content, reasoning and tool calls as JSON."""
+    """Read raw model output on stdin; print content, reasoning and tool calls as JSON.
+
+    Give the model id (`--model`) or the format (`--format`).
+    """
+    listed = ", ".join(FORMATS)
+    if model is None and format is None:
+        raise exit_with(f"Give --model <model id> or --format <format>; the formats: {listed}.")
+    if format is None and model is not None and match_format(model) is None:
+        raise exit_with(
+            f"No parser format is known for the model {model!r}; name one with --format: {listed}."
+        )
     try:
-        name = format_for(model, format=format)
+        name = format_for(model or "", format=format)
     except UnknownFormatError as e:
         raise exit_with(str(e)) from None
+    model = model or name
     tools = _load_specs(tool_specs) if tool_specs else None
     if stream:
         parser = parser_for(model, tools, format=name, prompt_suffix=prompt_suffix)

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from toolwire.cli._common import exit_with, stderr_console
+from toolwire.cli._common import discover_config, exit_with, stderr_console
 
 if TYPE_CHECKING:
     from toolwire.server import ConfigDocument, ConfigProblem, GatewayConfig
@@ -31,7 +31,8 @@ ConfigOption = Annotated[
     typer.Option(
         "--config",
         "-c",
-        help="The gateway config (YAML). Default: the offline model and the demo tools.",
+        help="The gateway config (YAML). Default: $TOOLWIRE_CONFIG, else ./toolwire.yaml "
+        "when it exists, else the offline model and the demo tools.",
         dir_okay=False,
     ),
 ]
@@ -103,6 +104,7 @@ def serve(
     from toolwire.server import ConfigError, load_config
 
     try:
+        config = discover_config(config)
         settings = load_config(config) if config is not None else default_config()
     except ConfigError as exc:
         _print_problems(exc.problems)
@@ -241,12 +243,19 @@ def _print_store(console: Console, store: Store) -> None:
 
 def check(
     config: Annotated[
-        Path,
-        typer.Option("--config", "-c", help="The gateway config to check.", dir_okay=False),
-    ] = Path("toolwire.yaml"),
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="The gateway config to check. Default: $TOOLWIRE_CONFIG, else ./toolwire.yaml.",
+            dir_okay=False,
+        ),
+    ] = None,
 ) -> None:
     """Validate a gateway config and list every problem, without starting anything."""
     from toolwire.server import ConfigError, read_config
+
+    config = discover_config(config) or Path("toolwire.yaml")
 
     try:
         doc = read_config(config)

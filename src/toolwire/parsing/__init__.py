@@ -20,6 +20,7 @@ from toolwire.parsing.registry import (
     FORMATS,
     UnknownFormatError,
     format_for,
+    match_format,
     parse_output,
     parser_for,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "assemble",
     "default_instructions",
     "format_for",
+    "match_format",
     "parse_output",
     "parser_for",
     "render_calls",

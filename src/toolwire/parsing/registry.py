@@ -106,15 +106,21 @@ class UnknownFormatError(ValueError):
 
 
 def format_for(model: str, *, format: str | None = None) -> str:
-    """The format name for a model id, or the explicit `format` after checking it."""
+    """The format name for a model id (`DEFAULT_FORMAT` when no family matches), or the
+    explicit `format` after checking it."""
     if format is not None:
         if format not in _MODULES:
             raise UnknownFormatError(format)
         return format
+    return match_format(model) or DEFAULT_FORMAT
+
+
+def match_format(model: str) -> str | None:
+    """The format of the model family `model` belongs to, or `None` when none matches."""
     for pattern, name in _MODEL_RULES:
         if pattern.search(model):
             return name
-    return DEFAULT_FORMAT
+    return None
 
 
 def _factory(name: str) -> Callable[[str, ToolSpecs, str], StreamParser]:
