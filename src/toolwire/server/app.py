@@ -33,6 +33,7 @@ from toolwire.server.protocols.models import routes as model_routes
 from toolwire.server.protocols.responses import routes as responses_routes
 from toolwire.server.request_id import RequestId
 from toolwire.server.responses import json_response
+from toolwire.server.routes.playground import routes as playground_routes
 from toolwire.server.routes.probes import routes as probe_routes
 from toolwire.server.routes.runs import routes as run_routes
 from toolwire.server.routes.tools import routes as tool_routes
@@ -90,6 +91,7 @@ def create_app(
             *run_routes,
             *(mcp.routes if mcp is not None else []),
             *metrics_routes,
+            *(playground_routes if gateway.config.playground else []),
         ],
         exception_handlers={
             GatewayError: _gateway_error,

@@ -510,6 +510,8 @@ class GatewayConfig(_Section):
     """HTTP tools made from OpenAPI documents, one per operation."""
     mcp: McpEndpointConfig = Field(default_factory=McpEndpointConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    playground: bool = True
+    """Serve the playground web page at `/`."""
     """The gateway's own MCP endpoint (`/mcp`)."""
     keys: list[KeyConfig] = Field(default_factory=list)
     """When any are configured, every request except `/healthz` needs one."""

@@ -1,0 +1,140 @@
+"""The playground page at `/`: served with a strict CSP, and driven in a real headless
+Chromium (Debian's `chromium`, through Playwright) against a gateway on loopback with the
+offline model: a message, a tool card, the answer, an approval decided in place."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from approval_tools import DELETED
+from live import LiveServer
+from server_support import config_with
+
+from toolwire.server import create_app
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).parents[2] / "test-artifacts"
+
+
+def _config(**extra: Any) -> Any:
+    return config_with(
+        server_tools={"modules": ["toolwire.tools.demo", "approval_tools"]},
+        store="memory",
+        **extra,
+    )
+
+
+@pytest.fixture
+def gateway() -> Iterator[LiveServer]:
+    DELETED.clear()
+    with LiveServer(create_app(_config())) as live:
+        yield live
+    DELETED.clear()
+
+
+def test_the_page_and_its_assets_are_served_with_a_strict_policy(gateway: LiveServer) -> None:
+    with httpx.Client(base_url=gateway.url) as http:
+        page = http.get("/")
+        script = http.get("/playground/app.js")
+        style = http.get("/playground/style.css")
+        missing = http.get("/playground/secrets.txt")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    policy = page.headers["content-security-policy"]
+    assert "default-src 'self'" in policy
+    assert "connect-src 'self'" in policy
+    assert "<title>toolwire playground</title>" in page.text
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert "textContent" in script.text
+    assert "innerHTML" not in script.text
+    assert style.headers["content-type"].startswith("text/css")
+    assert missing.status_code == 404
+
+
+def test_the_page_needs_no_key_but_the_api_does() -> None:
+    key = "tw-playground-key"
+    config = _config(keys=[{"name": "me", "sha256": hashlib.sha256(key.encode()).hexdigest()}])
+    with LiveServer(create_app(config)) as live, httpx.Client(base_url=live.url) as http:
+        assert http.get("/").status_code == 200
+        assert http.get("/v1/models").status_code == 401
+
+
+def test_the_playground_can_be_turned_off() -> None:
+    with LiveServer(create_app(_config(playground=False))) as live:
+        assert httpx.get(f"{live.url}/").status_code == 404
+
+
+def _browser_or_skip() -> Any:
+    """Playwright's sync API with Debian's Chromium; under CI both must be there."""
+    problem = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        problem = "the playwright package is not installed (pip install -e '.[dev]')"
+    if problem is None and not (Path(CHROMIUM).exists() or shutil.which("chromium")):
+        problem = f"no Chromium at {CHROMIUM} (apt-get install -y chromium)"
+    if problem is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the browser test must run under CI: {problem}")
+        pytest.skip(problem)
+    return sync_playwright
+
+
+def test_a_conversation_with_a_tool_card_and_an_approval_in_a_real_browser(
+    gateway: LiveServer,
+) -> None:
+    sync_playwright = _browser_or_skip()
+    requested: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
+            args=["--no-sandbox", "--disable-background-networking"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            page.on("request", lambda request: requested.append(request.url))
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(gateway.url + "/")
+            page.wait_for_function("document.querySelector('#model').options.length > 0")
+            assert page.locator("#model").input_value() == "toolwire-offline"
+
+            page.fill("#message", "What is the weather in Lisbon?")
+            page.click("#send")
+            card = page.locator(".card.ok", has_text="get_weather")
+            card.wait_for(timeout=15000)
+            assert "Lisbon" in card.inner_text()
+            answer = page.locator(".turn.assistant .text").first
+            page.wait_for_function(
+                "document.querySelector('.turn.assistant .text').textContent.includes('Lisbon')"
+            )
+            assert "Lisbon" in answer.inner_text()
+
+            page.check("#raw-toggle")
+            page.fill("#message", "Delete the application demo-app.")
+            page.click("#send")
+            pending = page.locator(".card.pending[data-approval-id]", has_text="delete_application")
+            pending.wait_for(timeout=15000)
+            assert DELETED == []
+            pending.locator("button.approve").click()
+            ran = page.locator(".card.ok", has_text="Tool call: delete_application")
+            ran.wait_for(timeout=15000)
+            # The call ran once, after the approval (the offline stand-in model picks
+            # the argument from the message).
+            assert len(DELETED) == 1
+            assert "demo-app" in DELETED[0]
+            assert "data:" in page.locator("#raw-events").inner_text()
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "playground.png"), full_page=True)
+            assert errors == []
+        finally:
+            browser.close()
+    assert requested, "the page made no requests"
+    assert all(url.startswith(gateway.url) for url in requested), requested
