@@ -256,3 +256,28 @@ async def test_answer_streams_as_content() -> None:
     final = events[-1]
     assert isinstance(final, ModelResponse)
     assert final.message.content == "From get_current_time: 12:00."
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Delete the application demo-app.", "demo-app"),
+        ("delete the app called api-gateway", "api-gateway"),
+        ("Delete demo-app please", "demo-app"),
+        ("Remove the thing", "Remove the thing"),  # nothing better: the request itself
+    ],
+)
+def test_a_required_string_is_the_span_the_request_names(text: str, expected: str) -> None:
+    from toolwire.models._offline_args import fill_arguments
+
+    schema = {"type": "object", "properties": {"app_name": {"type": "string"}}}
+    schema["required"] = ["app_name"]
+    assert fill_arguments(schema, text, text) == {"app_name": expected}
+
+
+def test_a_path_argument_is_the_path_in_the_request() -> None:
+    from toolwire.models._offline_args import fill_arguments
+
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+    text = "Read the file notes/todo.txt"
+    assert fill_arguments(schema, text, text) == {"path": "notes/todo.txt"}

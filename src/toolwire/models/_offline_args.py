@@ -241,10 +241,36 @@ def _fallback(name: str, prop: dict[str, Any], text: str, numbers: _Numbers) -> 
     if prop.get("type") in ("integer", "number"):
         return numbers.next_unused(prop.get("type") == "integer")
     if prop.get("type") == "string" and not any(k in name.lower() for k in _PLACE_KEYS):
-        # Better a best guess the tool can reject with a clear message than no call at all.
-        # Not for places: "weather?" must not become the city "weather?"; leaving it out
-        # lets the runner tell the model the argument is required.
-        return text.strip().rstrip("?.!")
+        # The span the property names ("delete the application demo-app" -> "demo-app"),
+        # else an identifier-looking word, else the whole request: better a best guess
+        # the tool can reject with a clear message than no call at all. Not for places:
+        # "weather?" must not become the city "weather?"; leaving it out lets the runner
+        # tell the model the argument is required.
+        return _named_span(name, text) or text.strip().rstrip("?.!")
+    return None
+
+
+_TOKEN = re.compile(r"[^\W_][\w.\-/:@]*", re.UNICODE)
+_FILLER = frozenset({"called", "named", "is", "the", "a", "an", "=", "of", "with", "id"})
+
+
+def _named_span(name: str, text: str) -> str | None:
+    """The word after one that names the property ("application" for `app_name`), or the
+    first identifier-looking word (with a digit, `-`, `_`, `.` or `/` inside)."""
+    parts = [p for p in re.split(r"[_\W]+", name.lower()) if len(p) >= 2 and p != "name"]
+    words = [m.group(0).rstrip(".,;:!?'’") for m in _TOKEN.finditer(text)]
+    for i, word in enumerate(words):
+        lowered = word.lower()
+        if not any(
+            lowered.startswith(p) or (len(lowered) >= 3 and p.startswith(lowered)) for p in parts
+        ):
+            continue
+        for following in words[i + 1 : i + 4]:
+            if following.lower() not in _FILLER:
+                return following
+    for word in words[1:]:  # the first word is usually the verb ("delete", "show")
+        if re.search(r"[-_\d./]", word) and not re.fullmatch(r"[\d.]+", word):
+            return word
     return None
 
 
