@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from toolwire import tracing
 from toolwire.agent.events import (
     AgentEvent,
     ApprovalRequired,
@@ -352,6 +353,7 @@ class Agent:
         for _ in range(self.max_iterations):
             response: ModelResponse | None = None
             if stream:
+                started = time.time_ns()
                 turn_events = self._stream_turn(state.messages, tools, settings)
                 async with contextlib.aclosing(turn_events) as turn:
                     async for item in turn:
@@ -360,12 +362,14 @@ class Agent:
                         else:
                             yield item
             else:
+                started = time.time_ns()
                 response = await self.model.complete(state.messages, tools, settings)
                 if response.message.reasoning:
                     yield ReasoningDelta(text=response.message.reasoning)
                 if response.message.content:
                     yield TextDelta(text=response.message.content)
             assert response is not None
+            _trace_turn(self.model.name, started, response)
             state.usage.add(response.usage)
             step = Step(response=response)
             state.steps.append(step)
@@ -711,6 +715,13 @@ class _Run:
             # No copy: `resume` works on its own copy of whatever it is given.
             state=state if paused else None,
         )
+
+
+def _trace_turn(model: str, started: int, response: ModelResponse) -> None:
+    usage = response.usage
+    tracing.model_turn(
+        model, started, response.finish_reason, usage.input_tokens, usage.output_tokens
+    )
 
 
 def _pending(call: ToolCall, tool: Tool) -> PendingApproval:

@@ -20,6 +20,7 @@ from typing import Any, Final
 import orjson
 from pydantic import BaseModel
 
+from toolwire import tracing
 from toolwire.runner.approvals import decide
 from toolwire.runner.arguments import ArgumentError, ArgumentSpec
 from toolwire.runner.audit import AuditLog, Grant, audit_record
@@ -183,10 +184,18 @@ class ToolRunner:
         if ctx is None:
             ctx = ToolContext()
         trace = _Trace(grant=grant)
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+        }
         try:
-            result = await self._exec(
-                call, ctx, approver if approver is not None else self.approver, trace
-            )
+            with tracing.span(f"execute_tool {call.name}", attributes) as current:
+                result = await self._exec(
+                    call, ctx, approver if approver is not None else self.approver, trace
+                )
+                if result.error is not None:
+                    tracing.set_attributes(current, {"error.type": result.error.code})
         except StoreError:
             raise
         except Exception:

@@ -19,6 +19,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 
+from toolwire import tracing
 from toolwire.server.config import GatewayConfig
 from toolwire.server.draining import Drain
 from toolwire.server.errors import GatewayError, error_body
@@ -65,6 +66,7 @@ def create_app(
     """
     gateway = Gateway(config if config is not None else GatewayConfig(), environ=environ)
     mcp = _mcp_front_door(gateway)
+    _start_tracing(gateway)
     metrics = Metrics() if gateway.config.metrics.enabled else None
     if metrics is not None and gateway.runner.audit is not None:
         gateway.runner.audit = MeteredAudit(gateway.runner.audit, metrics)
@@ -117,6 +119,16 @@ def create_app(
 
 
 # --- plumbing ------------------------------------------------------------------------------
+
+
+def _start_tracing(gateway: Gateway) -> None:
+    settings = gateway.config.tracing
+    if not settings.enabled:
+        return
+    try:
+        tracing.enable_otlp(settings.endpoint, service_name=settings.service_name)
+    except ImportError as exc:
+        raise ConfigError([ConfigProblem(path="tracing.enabled", message=str(exc))]) from None
 
 
 def _mcp_front_door(gateway: Gateway) -> McpFrontDoor | None:

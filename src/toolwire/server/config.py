@@ -31,6 +31,7 @@ __all__ = [
     "ServerToolsConfig",
     "ToolCallsMode",
     "ToolProviderConfig",
+    "TracingConfig",
     "UpstreamConfig",
     "parse_tool_calls",
 ]
@@ -394,6 +395,16 @@ class MetricsConfig(_Section):
     """With gateway keys configured, `/metrics` needs an admin key unless this is set."""
 
 
+class TracingConfig(_Section):
+    """OpenTelemetry traces over OTLP/HTTP (the `otel` extra). Nothing is sent by default."""
+
+    enabled: bool = False
+    endpoint: str | None = None
+    """The collector's OTLP/HTTP root, e.g. `http://otel-collector:4318`; default
+    `$OTEL_EXPORTER_OTLP_ENDPOINT`, else `http://localhost:4318`."""
+    service_name: str = "toolwire"
+
+
 class McpEndpointConfig(_Section):
     """`/mcp`: the server tools over MCP streamable HTTP."""
 
@@ -510,6 +521,7 @@ class GatewayConfig(_Section):
     """HTTP tools made from OpenAPI documents, one per operation."""
     mcp: McpEndpointConfig = Field(default_factory=McpEndpointConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
     playground: bool = True
     """Serve the playground web page at `/`."""
     """The gateway's own MCP endpoint (`/mcp`)."""

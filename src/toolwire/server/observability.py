@@ -31,6 +31,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from toolwire import tracing
 from toolwire.server.caller import authenticate, gateway_of
 from toolwire.server.errors import GatewayError
 from toolwire.store.base import AuditRecord
@@ -146,9 +147,26 @@ class Observe:
 
         if metrics is not None:
             metrics.in_flight.inc()
+        request_span = tracing.span(
+            f"{scope['method']} {scope['path']}", {"http.request.method": scope["method"]}
+        )
+        current = request_span.__enter__()
         try:
             await self.app(scope, receive, observed)
         finally:
+            if current is not None:
+                traced = scope.get("state") or {}
+                current.update_name(f"{scope['method']} {_route(scope)}")
+                tracing.set_attributes(
+                    current,
+                    {
+                        "http.route": _route(scope),
+                        "http.response.status_code": status,
+                        "toolwire.request_id": traced.get("request_id"),
+                        "gen_ai.request.model": traced.get("model"),
+                    },
+                )
+            request_span.__exit__(None, None, None)
             ended = time.perf_counter()
             route = _route(scope)
             state = scope.get("state") or {}

@@ -16,6 +16,7 @@ the runner execute, the wire module writes.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
@@ -23,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from toolwire import tracing
 from toolwire.agent.result import RunResult
 from toolwire.models import Model, ModelError, ModelResponse
 from toolwire.parsing.events import ContentDelta, ToolCallArgsDelta
@@ -94,10 +96,15 @@ def shutdown_event(message: str) -> bytes:
 async def _direct_complete(
     model: Model, chat: ChatRequest, redact: Callable[[str], str]
 ) -> dict[str, Any]:
+    started = time.time_ns()
     try:
         response = await model.complete(chat.messages, chat.tools, chat.settings)
     except ModelError as exc:
         raise upstream_error(exc, redact) from None
+    usage = response.usage
+    tracing.model_turn(
+        model.name, started, response.finish_reason, usage.input_tokens, usage.output_tokens
+    )
     return completion_body(
         id=new_completion_id(),
         model=chat.model,
