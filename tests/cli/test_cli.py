@@ -322,8 +322,10 @@ def test_tools_call_json_error(cli: CliRunner) -> None:
 def test_tools_call_destructive_needs_yes_without_a_terminal(cli: CliRunner, notes: Path) -> None:
     args = ["tools", "call", "delete_note", '{"title": "groceries"}', "--tools", "sample_tools"]
     out = cli.invoke(app, args)
-    assert out.exit_code == 1
-    assert "denied" in out.output
+    assert out.exit_code == 3
+    assert "needs approval" in out.output
+    assert "--yes" in out.output
+    assert "denied" not in out.output
     assert (notes / "groceries.txt").exists()
     out = cli.invoke(app, [*args, "--yes"])
     assert out.exit_code == 0, out.output

@@ -87,6 +87,13 @@ def call_tool(
             "or pass --no-audit.",
             code=1,
         ) from None
+    if result.error is not None and result.error.code == "awaiting_approval":
+        # No terminal to ask on (a pipe, a script): say how to approve, not "denied".
+        raise exit_with(
+            f"{name} is a destructive tool and needs approval; there is no terminal to ask "
+            "on, so it was not run. Run the command again with --yes to approve this call.",
+            code=3,
+        )
     if as_json:
         data = dataclasses.asdict(result)
         if result.error is not None:
@@ -115,7 +122,9 @@ async def _call(
         runner = ToolRunner(
             provider,
             policy=Policy(approval="auto" if yes else "ask"),
-            approver=console_approver(console, _read_answer),
+            # Without a terminal the call waits for an approval nobody can give here; the
+            # command then says how to give it (--yes).
+            approver=console_approver(console, input) if sys.stdin.isatty() else _undecided,
             audit=store,
         )
         ctx = ToolContext(principal=_local_user(), run_id="cli_" + uuid.uuid4().hex)
@@ -133,11 +142,8 @@ def _local_user() -> str | None:
         return None
 
 
-def _read_answer(prompt: str) -> str:
-    # Without a terminal to ask, a destructive call is refused rather than left hanging.
-    if not sys.stdin.isatty():
-        return ""
-    return input(prompt)
+async def _undecided(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool | None:
+    return None
 
 
 def _print_result(console: Console, result: ToolResult) -> None:
