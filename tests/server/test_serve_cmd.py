@@ -254,3 +254,34 @@ def test_serve_and_check_find_the_config_without_config_option(
     checked = cli.invoke(app, ["check"])
     assert checked.exit_code == 1
     assert "port" in checked.output
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["serve", "-v"], ["-v", "serve"]),
+        (["tools", "list", "--verbose"], ["--verbose", "tools", "list"]),
+        (["check", "--version"], ["--version", "check"]),
+        (["chat", "--", "-v"], ["chat", "--", "-v"]),  # after `--` it is a message
+    ],
+)
+def test_global_flags_may_follow_the_command(argv: list[str], expected: list[str]) -> None:
+    from toolwire.cli.main import hoist_global_flags
+
+    assert hoist_global_flags(argv) == expected
+
+
+def test_config_may_come_before_the_command(tmp_path: Path) -> None:
+    config = tmp_path / "mine.yaml"
+    config.write_text("port: 70000\n")
+    env = {k: v for k, v in os.environ.items() if k != "TOOLWIRE_CONFIG"}
+    out = subprocess.run(
+        [sys.executable, "-m", "toolwire.cli.main", "--config", str(config), "check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "NO_COLOR": "1"},
+        cwd=tmp_path,
+    )
+    assert out.returncode == 1
+    assert "mine.yaml" in out.stdout + out.stderr

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from typing import Annotated
 
 import typer
@@ -50,7 +52,19 @@ def _root(
             "--version", help="Print the version and exit.", callback=_version, is_eager=True
         ),
     ] = False,
+    config: Annotated[
+        str | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="The gateway config for the commands that read one (serve, check); the "
+            "same as the command's own --config.",
+        ),
+    ] = None,
 ) -> None:
+    if config is not None:
+        # `discover_config` reads it: the command's own --config still wins.
+        os.environ["TOOLWIRE_CONFIG"] = config
     logger = logging.getLogger("toolwire")
     saved = (logger.level, logger.propagate)
     if verbose:
@@ -83,9 +97,22 @@ app.command("audit")(audit_cmd.audit)
 app.add_typer(mcp_cmd.app, name="mcp")
 
 
+_GLOBAL_FLAGS = frozenset({"-v", "--verbose", "--version"})
+
+
+def hoist_global_flags(argv: list[str]) -> list[str]:
+    """`argv` with the global flags (`-v`, `--version`) moved before the sub-command, so
+    `toolwire serve -v` works like `toolwire -v serve` (no sub-command has flags of those
+    names). Nothing after a `--` is touched."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    flags = [a for a in argv[:end] if a in _GLOBAL_FLAGS]
+    rest = [a for a in argv[:end] if a not in _GLOBAL_FLAGS]
+    return [*flags, *rest, *argv[end:]]
+
+
 def main() -> None:
     """Entry point of the `toolwire` script."""
-    app()
+    app(args=hoist_global_flags(sys.argv[1:]))
 
 
 if __name__ == "__main__":
