@@ -137,7 +137,8 @@ class McpTools:
         self._broken = asyncio.Event()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._relist_task: asyncio.Task[None] | None = None
+        self._relists: set[asyncio.Task[None]] = set()
+        """Listings started by notifications (held so they are not collected mid-way)."""
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -372,7 +373,9 @@ class McpTools:
             client = self._client
             if client is not None:
                 # Not awaited here: the listing's answer arrives through this same handler.
-                self._relist_task = asyncio.create_task(self._relist(client))
+                task = asyncio.create_task(self._relist(client))
+                self._relists.add(task)
+                task.add_done_callback(self._relists.discard)
 
     async def _relist(self, client: Client) -> None:
         listed: list[Any] = []
