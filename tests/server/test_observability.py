@@ -153,6 +153,9 @@ def test_the_access_log_is_json_lines_without_secrets(
                 json={"arguments": {"a": 1, "b": secret_argument}},
                 headers=headers,
             )
+            added = http.post(
+                "/v1/tools/add/invoke", json={"arguments": {"a": 1, "b": 2}}, headers=headers
+            )
             refused = http.get("/v1/tools", headers={"Authorization": "Bearer wrong-key-value"})
     finally:
         gateway.stop()
@@ -173,5 +176,8 @@ def test_the_access_log_is_json_lines_without_secrets(
     assert chat_line["duration_ms"] > 0
     assert chat_line["time"].endswith("+00:00")
     assert any(r["status"] == 401 for r in access)
+    [tool_line] = [r for r in access if r.get("request_id") == added.headers["x-request-id"]]
+    assert tool_line["tool_calls"] == 1
+    assert "tool_calls" not in chat_line  # it ran none
     for secret in (ADMIN, secret_argument, "wrong-key-value"):
         assert secret not in output

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 __all__ = ["MeteredAudit", "Metrics", "Observe", "metrics_routes"]
 
 access_log = logging.getLogger("toolwire.access")
+
+_TOOL_CALLS: ContextVar[list[int] | None] = ContextVar("toolwire_tool_calls", default=None)
+"""The tool calls of the request being served: a one-item list shared with the tasks the
+request starts (they copy the context, not the list)."""
 
 _LATENCY: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _APPROVAL_STATUSES: Final = ("pending", "approved", "denied", "used", "expired")
@@ -105,6 +110,10 @@ class MeteredAudit:
         self._metrics = metrics
 
     async def append_audit(self, record: AuditRecord) -> int:
+        if record.event == "finished":
+            counted = _TOOL_CALLS.get()
+            if counted is not None:
+                counted[0] += 1
         if record.event in ("finished", "finished_late"):
             outcome = record.outcome or "ok"
             self._metrics.tool_calls.labels(record.tool, outcome).inc()
@@ -147,6 +156,8 @@ class Observe:
 
         if metrics is not None:
             metrics.in_flight.inc()
+        tool_calls = [0]
+        _TOOL_CALLS.set(tool_calls)
         request_span = tracing.span(
             f"{scope['method']} {scope['path']}", {"http.request.method": scope["method"]}
         )
@@ -180,7 +191,8 @@ class Observe:
                 metrics.requests.labels(route, scope["method"], str(status), model).inc()
                 metrics.duration.labels(route).observe(ended - started)
             if self.log and access_log.isEnabledFor(logging.INFO):
-                _log_line(scope, state, route, status, (ended - started) * 1000, model)
+                ms = (ended - started) * 1000
+                _log_line(scope, state, route, status, ms, model, tool_calls[0])
 
 
 def _route(scope: Scope) -> str:
@@ -192,7 +204,13 @@ def _route(scope: Scope) -> str:
 
 
 def _log_line(
-    scope: Scope, state: dict[str, Any], route: str, status: int, ms: float, model: str
+    scope: Scope,
+    state: dict[str, Any],
+    route: str,
+    status: int,
+    ms: float,
+    model: str,
+    tool_calls: int,
 ) -> None:
     fields = {
         "request_id": state.get("request_id"),
@@ -202,7 +220,7 @@ def _log_line(
         "status": status,
         "duration_ms": round(ms, 2),
         "model": model or None,
-        "tool_calls": state.get("tool_calls"),
+        "tool_calls": tool_calls or None,
     }
     shown = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
     access_log.info(shown, extra={"toolwire": fields})
