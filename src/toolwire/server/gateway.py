@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from toolwire.agent import Agent
 from toolwire.models import Model
@@ -177,6 +178,30 @@ def load_server_tools(
     )
 
 
+_PROVIDER_ENV: Final = {
+    "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+}
+
+
+def _with_provider_environment(config: GatewayConfig, env: Mapping[str, str]) -> GatewayConfig:
+    """The upstream's key and base URL from the variables the provider's own SDK reads
+    (`OPENAI_API_KEY`, `OPENAI_BASE_URL`; `ANTHROPIC_…`) when the config names neither."""
+    upstream = config.upstream
+    names = _PROVIDER_ENV.get(upstream.kind)
+    if names is None:
+        return config
+    key_var, url_var = names
+    update: dict[str, str] = {}
+    if upstream.api_key_env is None and env.get(key_var):
+        update["api_key_env"] = key_var
+    if upstream.base_url is None and env.get(url_var):
+        update["base_url"] = env[url_var]
+    if not update:
+        return config
+    return config.model_copy(update={"upstream": upstream.model_copy(update=update)})
+
+
 class Gateway:
     """The gateway's runtime state: routes, keys, server tools and their runner.
 
@@ -190,6 +215,7 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig, *, environ: Mapping[str, str] | None = None) -> None:
         env = os.environ if environ is None else environ
+        config = _with_provider_environment(config, env)
         problems = [
             ConfigProblem(path=format_path(loc), message=message)
             for loc, message in environment_findings(config, env)
