@@ -219,3 +219,24 @@ async def test_calls_past_the_per_turn_cap_are_refused_and_not_run() -> None:
     assert [m.call_id for m in sent] == ["c0", "c1", "c2", "c3", "c4"]
     refused = [orjson.loads(m.content)["error"]["code"] for m in sent[2:]]
     assert refused == ["too_many_calls"] * 3
+
+
+async def test_a_paused_run_reports_the_wait_for_the_decision_apart_from_the_call() -> None:
+    store = MemoryStore()
+    model = ScriptedModel([ask_delete(), "Deleted."])
+    agent = Agent(model, [delete_app], store=store)
+    paused = await agent.run("delete demo-app", ToolContext(principal="alice"))
+    [pending] = paused.approvals
+    assert pending.requested_at is not None
+
+    # The person decided 42 s after the run paused.
+    decided_at = pending.requested_at + 42
+    decision = ApprovalDecision(approve=True, decided_by="bob", decided_at=decided_at)
+    done = await agent.resume(paused.run_id, {pending.id: decision})
+
+    assert done.status == "completed"
+    audit = await store.list_audit(AuditQuery())
+    [finished] = [r for r in audit if r.event == "finished" and r.outcome == "ok"]
+    assert finished.approval_wait_ms == pytest.approx(42_000, abs=1)
+    assert finished.duration_ms is not None
+    assert finished.duration_ms < 1_000

@@ -150,3 +150,31 @@ def test_policy_rejects_nonsense() -> None:
         Policy(max_concurrency=0)
     with pytest.raises(ValueError, match="approval must be 'ask', 'auto' or 'deny'"):
         Policy(approval="maybe")  # type: ignore[arg-type]
+
+
+async def test_the_time_an_approver_takes_is_reported_apart_from_the_duration() -> None:
+    import asyncio
+
+    from toolwire.store.base import AuditQuery
+    from toolwire.store.memory import MemoryStore
+
+    async def slow_person(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool:
+        await asyncio.sleep(0.3)
+        return True
+
+    store = MemoryStore()
+    runner = ToolRunner(Toolbox([delete_file]), approver=slow_person, audit=store)
+    result = await runner.exec(call("delete_file", {"path": "/tmp/a"}))
+
+    assert result.success
+    assert result.approval_wait_ms >= 290
+    assert result.duration_ms < 100  # the tool itself is instant; the 300 ms are not its
+    finished = [r for r in await store.list_audit(AuditQuery()) if r.event == "finished"]
+    assert finished[0].approval_wait_ms == pytest.approx(result.approval_wait_ms, abs=0.01)
+    assert finished[0].duration_ms is not None
+    assert finished[0].duration_ms < 100
+
+
+async def test_calls_without_an_approval_report_no_wait() -> None:
+    result = await make().exec(call("write_note", {"text": "hi"}))
+    assert result.approval_wait_ms == 0.0

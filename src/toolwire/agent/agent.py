@@ -585,6 +585,7 @@ class Agent:
                         approval_id=approval.id,
                         approved_by=decision.decided_by,
                         approved_at=decision.decided_at,
+                        requested_at=approval.requested_at,
                     )
                     results[call.id] = await self.runner.exec(
                         call, run.ctx, approver=_exact(approval), grant=grant
@@ -735,6 +736,7 @@ def _pending(call: ToolCall, tool: Tool) -> PendingApproval:
         reason=f"{tool.name!r} is a {tool.effects} tool: a person must approve this call.",
         effects=tool.effects,
         approver=tool.approver,
+        requested_at=time.time(),
     )
 
 

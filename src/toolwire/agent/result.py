@@ -48,6 +48,8 @@ class PendingApproval:
     effects: str = "destructive"
     approver: str | None = None
     """A key name that must decide, when the tool names one."""
+    requested_at: float | None = None
+    """When the run paused for it (Unix time); the wait is reported apart from the call."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +61,7 @@ class PendingApproval:
             "reason": self.reason,
             "effects": self.effects,
             "approver": self.approver,
+            "requested_at": self.requested_at,
         }
 
     @classmethod
@@ -72,6 +75,7 @@ class PendingApproval:
             reason=data.get("reason", ""),
             effects=data.get("effects", "destructive"),
             approver=data.get("approver"),
+            requested_at=data.get("requested_at"),
         )
 
 

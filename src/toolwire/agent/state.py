@@ -202,6 +202,8 @@ def result_to_json(result: ToolResult) -> dict[str, Any]:
         out["result"] = result.result
     elif result.error is not None:
         out["error"] = {"code": result.error.code, "message": result.error.message}
+    if result.approval_wait_ms:
+        out["approval_wait_ms"] = round(result.approval_wait_ms, 3)
     if result.cached:
         out["cached"] = True
     return out
@@ -216,6 +218,7 @@ def result_from_json(data: Mapping[str, Any]) -> ToolResult:
         result=data.get("result"),
         error=ToolErrorInfo(code=error["code"], message=error["message"]) if error else None,
         duration_ms=float(data.get("duration_ms", 0.0)),
+        approval_wait_ms=float(data.get("approval_wait_ms", 0.0)),
         cached=bool(data.get("cached", False)),
     )
 

@@ -40,6 +40,15 @@ class Grant:
     approval_id: str
     approved_by: str | None
     approved_at: float | None
+    requested_at: float | None = None
+    """When the approval was asked for: with `approved_at`, the time a person took."""
+
+    @property
+    def wait_ms(self) -> float:
+        """Milliseconds between the request and the decision (0 when either is unknown)."""
+        if self.requested_at is None or self.approved_at is None:
+            return 0.0
+        return max(0.0, (self.approved_at - self.requested_at) * 1000.0)
 
 
 def audit_arguments(tool: Tool | None, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -74,6 +83,11 @@ def audit_record(
         call_id=call.id,
         outcome=outcome,
         duration_ms=round(result.duration_ms, 3) if result is not None else None,
+        approval_wait_ms=(
+            round(result.approval_wait_ms, 3)
+            if result is not None and result.approval_wait_ms
+            else None
+        ),
         request_id=ctx.metadata.get("request_id"),
         run_id=ctx.run_id,
         key_name=ctx.principal,

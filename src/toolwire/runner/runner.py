@@ -61,6 +61,8 @@ class _Trace:
     grant: Grant | None = None
     tool: Tool | None = None
     arguments: dict[str, Any] | None = None
+    approval_wait: float = 0.0
+    """Seconds the approver took to decide, kept out of the call's duration."""
 
 
 @dataclass(slots=True)
@@ -206,7 +208,10 @@ class ToolRunner:
                 "execution_error",
                 f"Tool {call.name!r} failed: internal error in the tool runner.",
             )
-        result.duration_ms = (perf_counter() - start) * 1000.0
+        # A person's decision is not the tool's time: reported apart, as approval_wait_ms.
+        waited = trace.approval_wait * 1000.0
+        result.duration_ms = (perf_counter() - start) * 1000.0 - waited
+        result.approval_wait_ms = waited + (grant.wait_ms if grant is not None else 0.0)
         if self.audit is not None:
             await self.audit.append_audit(
                 audit_record(
@@ -305,6 +310,7 @@ class ToolRunner:
             )
 
         if tool.effects == "destructive":
+            asked = perf_counter()
             refused = await decide(
                 ToolCall(id=call.id, name=name, arguments=orjson.dumps(args).decode()),
                 tool,
@@ -312,6 +318,7 @@ class ToolRunner:
                 policy=policy,
                 approver=approver,
             )
+            trace.approval_wait = perf_counter() - asked
             if refused is not None:
                 return ToolResult(
                     call_id=call.id, name=name, success=False, error=refused, repaired=repaired

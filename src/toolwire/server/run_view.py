@@ -41,6 +41,7 @@ def result_json(result: ToolResult) -> dict[str, Any]:
         "error": {"code": error.code, "message": error.message} if error is not None else None,
         "content": result.to_model_text(),
         "duration_ms": round(result.duration_ms, 3),
+        "approval_wait_ms": round(result.approval_wait_ms, 3),
         "cached": result.cached,
         "repaired": list(result.repaired),
     }

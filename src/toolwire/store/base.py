@@ -195,6 +195,8 @@ class AuditRecord:
     approval_id: str | None = None
     approved_by: str | None = None
     approved_at: float | None = None
+    approval_wait_ms: float | None = None
+    """Time spent waiting for a person's decision; not part of `duration_ms`."""
     id: int = 0
     """Assigned by the store, increasing in the order records were appended."""
 

@@ -117,6 +117,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
         ) WITHOUT ROWID""",
         "CREATE INDEX memory_by_expiry ON memory (expires_at)",
     ),
+    ("ALTER TABLE audit ADD COLUMN approval_wait_ms REAL",),
 ]
 """`MIGRATIONS[n]` takes a file from schema version `n` to `n + 1`. Append only."""
 

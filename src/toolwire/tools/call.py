@@ -105,6 +105,9 @@ class ToolResult:
     error: ToolErrorInfo | None
     """`None` on success; reads as its message, and has a `code`."""
     duration_ms: float
+    """Time the runner spent on the call, without `approval_wait_ms`."""
+    approval_wait_ms: float = 0.0
+    """Time spent waiting for a person (or an approver) to decide on the call."""
     repaired: list[str] = field(default_factory=list)
     """Argument encodings the runner repaired before validation (e.g. `'count': str -> int`)."""
     cached: bool = False
@@ -118,6 +121,7 @@ class ToolResult:
         call_id: str = "",
         name: str = "",
         duration_ms: float = 0.0,
+        approval_wait_ms: float = 0.0,
         repaired: list[str] | None = None,
         cached: bool = False,
     ) -> None:
@@ -127,6 +131,7 @@ class ToolResult:
         self.result = result
         self.error = ToolErrorInfo.of(error) if error is not None else None
         self.duration_ms = duration_ms
+        self.approval_wait_ms = approval_wait_ms
         self.repaired = repaired if repaired is not None else []
         self.cached = cached
 

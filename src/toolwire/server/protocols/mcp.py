@@ -253,7 +253,10 @@ async def _approved_run(
         if not await store.update_approval(used, expect=("approved",)):
             continue  # another request used it first
         grant = Grant(
-            approval_id=record.id, approved_by=record.decided_by, approved_at=record.decided_at
+            approval_id=record.id,
+            approved_by=record.decided_by,
+            approved_at=record.decided_at,
+            requested_at=record.created_at,
         )
         call = replace(call, id=record.call_id)
         return await gateway.runner.exec(call, caller.ctx, approver=approve_all, grant=grant)

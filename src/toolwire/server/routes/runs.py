@@ -294,6 +294,7 @@ def audit_body(record: AuditRecord) -> dict[str, Any]:
         "arguments": record.arguments,
         "outcome": record.outcome,
         "duration_ms": record.duration_ms,
+        "approval_wait_ms": record.approval_wait_ms,
         "approval_id": record.approval_id,
         "approved_by": record.approved_by,
         "approved_at": record.approved_at,
