@@ -46,3 +46,12 @@ def add(a: int, b: int) -> int:
 def crash() -> str:
     """A tool that always fails."""
     raise RuntimeError("disk on fire")
+
+
+@tool
+def product_catalog() -> list[dict[str, object]]:
+    """List every product in the catalog with its price and stock."""
+    return [
+        {"sku": f"SKU-{n:04d}", "name": f"Product number {n}", "price": n * 1.5, "stock": n}
+        for n in range(1, 41)
+    ]

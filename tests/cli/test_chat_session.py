@@ -138,3 +138,31 @@ def test_a_model_error_keeps_the_session_going() -> None:
     assert "Error: ScriptedModel" in text
     assert typist.prompts.count("you> ") == 3
     assert [m.role for m in chat.messages] == ["user", "assistant"]
+
+
+def test_commands_are_handled_locally_and_never_sent_to_the_model() -> None:
+    model = ScriptedModel(["an answer"])
+    typist = Typist(["/help", "/tools", "/frobnicate now", "//etc is a folder", "/exit"])
+    chat, out = session(model, typist)
+    chat.repl()
+
+    text = out.getvalue()
+    for command in ("/help", "/tools", "/reset", "/exit"):
+        assert command in text
+    # /tools lists what the model may call, with a destructive tool marked.
+    assert "delete_note [destructive]" in text
+    assert "list_notes" in text
+    assert "Unknown command /frobnicate" in text
+    # Only the escaped line reached the model, with one slash removed.
+    [request] = model.requests
+    assert request.messages[-1].content == "/etc is a folder"
+    model.assert_complete()
+
+
+def test_an_unknown_command_leaves_the_conversation_unchanged() -> None:
+    model = ScriptedModel(["first answer", "second answer"])
+    typist = Typist(["hello", "/what", "again"])
+    chat, out = session(model, typist)
+    chat.repl()
+    assert [m.role for m in model.requests[1].messages] == ["user", "assistant", "user"]
+    assert "Unknown command /what" in out.getvalue()

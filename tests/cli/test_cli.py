@@ -84,6 +84,36 @@ def test_chat_tool_error_is_shown_and_the_run_goes_on(cli: CliRunner) -> None:
     assert "disk on fire" not in out.output  # the exception text stays out of the model's view
 
 
+def test_chat_banner_goes_to_stderr_and_the_transcript_to_stdout(cli: CliRunner) -> None:
+    out = cli.invoke(app, ["chat", "What's the weather in Lisbon?"])
+    assert out.exit_code == 0, out.output
+    assert "offline stand-in model" in out.stderr
+    assert "offline stand-in model" not in out.stdout
+    assert '→ get_weather(city="Lisbon")' in out.stdout
+    assert "Lisbon" in out.stdout.splitlines()[-1]
+
+
+def test_chat_quiet_prints_only_the_answer(cli: CliRunner) -> None:
+    out = cli.invoke(app, ["chat", "--quiet", "What's the weather in Lisbon?"])
+    assert out.exit_code == 0, out.output
+    assert out.stderr == ""
+    assert "→ get_weather" not in out.stdout
+    assert "✓" not in out.stdout
+    assert "Lisbon" in out.stdout
+    assert len(out.stdout.strip().splitlines()) == 1
+
+
+def test_chat_piped_prints_results_whole_on_one_line(cli: CliRunner) -> None:
+    import sample_tools
+
+    out = cli.invoke(app, ["chat", "--tools", "sample_tools", "show the product catalog"])
+    assert out.exit_code == 0, out.output
+    whole = json.dumps(sample_tools.product_catalog(), ensure_ascii=False)
+    assert len(whole) > 2000
+    [line] = [ln for ln in out.stdout.splitlines() if "✓ product_catalog:" in ln]
+    assert line.endswith(whole)  # not wrapped at 80 columns, not cut at 400 characters
+
+
 # --- chat, a real endpoint (a fake OpenAI-compatible server on loopback) -------------------
 
 
@@ -268,7 +298,7 @@ def test_tools_list_json(cli: CliRunner) -> None:
     out = cli.invoke(app, ["tools", "list", "--json", "--tools", "sample_tools"])
     assert out.exit_code == 0, out.output
     listed = {t["name"]: t for t in json.loads(out.output)}
-    assert set(listed) == {"list_notes", "delete_note", "add", "crash"}
+    assert set(listed) == {"list_notes", "delete_note", "add", "crash", "product_catalog"}
     assert listed["delete_note"]["effects"] == "destructive"
     assert listed["add"]["parameters"]["required"] == ["a", "b"]
     assert listed["add"]["parameters"]["properties"]["a"]["description"] == "The first number."

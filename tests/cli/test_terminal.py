@@ -74,3 +74,16 @@ def test_ctrl_d_leaves_the_conversation(workdir: Path) -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_ctrl_c_at_the_prompt_leaves_cleanly(workdir: Path) -> None:
+    child = spawn(["chat", "--tools", "sample_tools"], workdir)
+    child.expect_exact("you> ")
+    child.sendline("/tools")
+    child.expect_exact("list_notes")
+    child.expect_exact("you> ")
+    child.sendintr()
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert "Traceback" not in (child.before or "")

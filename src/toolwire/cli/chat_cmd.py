@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import sys
 from collections.abc import Callable
 from typing import Annotated
 
@@ -21,8 +23,6 @@ __all__ = ["ChatSession", "chat", "console_approver", "offline_note", "select_mo
 
 ReadLine = Callable[[str], str]
 """Reads one line after showing a prompt, like `input`; raises `EOFError` at end of input."""
-
-EXIT_COMMANDS = ("/exit", "/quit")
 
 
 def offline_note() -> Text:
@@ -84,14 +84,28 @@ def console_approver(console: Console, read: ReadLine) -> Approver:
     return approve
 
 
+COMMANDS: dict[str, str] = {
+    "/help": "show these commands",
+    "/tools": "list the tools the model may call",
+    "/reset": "forget the conversation and start over",
+    "/exit": "leave (also /quit, Ctrl-D or Ctrl-C)",
+}
+"""The lines `ChatSession` handles itself; they never reach the model."""
+
+_COMMAND = re.compile(r"/[A-Za-z][\w-]*")
+
+
 class ChatSession:
     """A conversation with an agent in a terminal, keeping the history between turns.
 
     Args:
         agent: The agent to talk to.
-        console: Where the transcript goes.
+        console: Where the transcript goes (standard output).
         read: How a line of input is read (`input` by default; tests inject their own).
         stream: Whether the model is asked to stream its turns.
+        notices: Where hints, command output and errors go (standard error), so that
+            standard output holds only the transcript; `console` when not given.
+        quiet: Print only the answers: no tool lines, no reasoning, no hints.
     """
 
     def __init__(
@@ -101,16 +115,26 @@ class ChatSession:
         read: ReadLine = input,
         *,
         stream: bool = True,
+        notices: Console | None = None,
+        quiet: bool = False,
     ) -> None:
         self.agent = agent
         self.console = console
         self.read = read
         self.stream = stream
+        self.notices = notices if notices is not None else console
+        self.quiet = quiet
         self.messages: list[Message] = []
 
     async def send(self, text: str) -> Done:
         """Run one turn for the user's `text`, printing it as it goes."""
-        printer = EventPrinter(self.console)
+        printer = EventPrinter(
+            self.console,
+            errors=self.notices,
+            quiet=self.quiet,
+            # Piped output is read by programs: no wrapping, no clipping of results.
+            full=not self.console.is_terminal,
+        )
         done: Done | None = None
         async for event in self.agent.run_stream(
             [*self.messages, UserMessage(content=text)], stream=self.stream
@@ -124,29 +148,77 @@ class ChatSession:
         return done
 
     def repl(self) -> None:
-        """Read messages until end of input or /exit; one event loop for the whole session."""
-        self.console.print(
-            Text("Type a message; /reset starts over, /exit or Ctrl-D leaves.", style="dim")
-        )
+        """Read messages until end of input, Ctrl-C or /exit; one event loop for the session."""
+        if not self.quiet:
+            self.notices.print(
+                Text("Type a message; /help lists the commands, /exit or Ctrl-D leaves.", "dim")
+            )
         with asyncio.Runner() as runner:
             while True:
                 try:
                     line = self.read("you> ").strip()
                 except (EOFError, KeyboardInterrupt):
-                    self.console.print()
+                    self.notices.print()
                     return
                 if not line:
                     continue
-                if line in EXIT_COMMANDS:
-                    return
-                if line == "/reset":
-                    self.messages = []
-                    self.console.print(Text("(conversation cleared)", style="dim"))
+                if _COMMAND.fullmatch(line.split(maxsplit=1)[0]):
+                    if not runner.run(self.command(line)):
+                        return
                     continue
+                if line.startswith("//"):
+                    line = line[1:]  # an escaped message that begins with "/"
                 try:
                     runner.run(self.send(line))
                 except KeyboardInterrupt:
-                    self.console.print(Text("\n(interrupted)", style="dim"))
+                    self.notices.print(Text("\n(interrupted)", style="dim"))
+
+    async def command(self, line: str) -> bool:
+        """Handle a `/command` line locally; `False` means leave the conversation."""
+        name = line.split(maxsplit=1)[0].lower()
+        if name in ("/exit", "/quit"):
+            return False
+        if name == "/reset":
+            self.messages = []
+            self.notices.print(Text("(conversation cleared)", style="dim"))
+        elif name == "/help":
+            for command, meaning in COMMANDS.items():
+                self.notices.print(Text.assemble((f"  {command:<8}", "bold"), meaning))
+            self.notices.print(
+                Text("  Start a message with // to send a line that begins with /.", "dim")
+            )
+        elif name == "/tools":
+            await self._list_tools()
+        else:
+            self.notices.print(
+                Text.assemble(
+                    (f"Unknown command {name}", "yellow"),
+                    f"; the commands are {', '.join(COMMANDS)}. Nothing was sent to the "
+                    "model (start a message with // to send a line that begins with /).",
+                )
+            )
+        return True
+
+    async def _list_tools(self) -> None:
+        tools = await self.agent.runner.list_tools()
+        if not tools:
+            self.notices.print(Text("No tools: the model can only answer in text.", "dim"))
+            return
+        for tool in sorted(tools, key=lambda t: t.name):
+            summary = (tool.description or "").strip().splitlines()
+            line = Text.assemble(("  " + tool.name, "bold cyan"))
+            if tool.effects != "read":
+                line.append(f" [{tool.effects}]", style="yellow")
+            if summary:
+                line.append(f"  {summary[0]}", style="dim")
+            self.notices.print(line)
+
+
+def _read_with_prompt_on_stderr(prompt: str) -> str:
+    """`input`, with the prompt on standard error (standard output is being piped)."""
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    return input()
 
 
 def chat(
@@ -180,32 +252,51 @@ def chat(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Run destructive tools without asking.")
     ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet", "-q", help="Print only the answers: no banner, tool lines or reasoning."
+        ),
+    ] = False,
 ) -> None:
-    """Chat with a model that can call tools; shows every call, result and the answer."""
+    """Chat with a model that can call tools; shows every call, result and the answer.
+
+    The transcript goes to standard output; the banner, hints and errors go to standard
+    error, so `toolwire chat "..." > answer.txt` keeps only the conversation.
+    """
     import os
 
     console = Console(highlight=False)
+    if not console.is_terminal:
+        # Piped: one line per result, never cut at 80 columns.
+        console = Console(highlight=False, soft_wrap=True)
+    notices = Console(stderr=True, highlight=False)
     try:
         provider = load_tools(tools or [])
         chosen = select_model(base_url, model, os.environ.get("TOOLWIRE_API_KEY"))
     except CliError as exc:
         raise exit_with(exc) from None
 
-    if isinstance(chosen, OfflineModel):
-        console.print(offline_note())
-        console.print()
+    if isinstance(chosen, OfflineModel) and not quiet:
+        notices.print(offline_note())
+        notices.print()
+    read: ReadLine = input if console.is_terminal else _read_with_prompt_on_stderr
     agent = Agent(
         chosen,
         provider,
         instructions=instructions,
         max_iterations=max_iterations,
         policy=Policy(approval="auto" if yes else "ask"),
-        approver=console_approver(console, input),
+        approver=console_approver(notices, read),
     )
-    session = ChatSession(agent, console, input, stream=stream)
+    session = ChatSession(agent, console, read, stream=stream, notices=notices, quiet=quiet)
     if message is None:
         session.repl()
         return
-    done = asyncio.run(session.send(message))
+    try:
+        done = asyncio.run(session.send(message))
+    except KeyboardInterrupt:
+        notices.print(Text("\n(interrupted)", style="dim"))
+        raise typer.Exit(130) from None
     if done.error is not None:
         raise typer.Exit(1)

@@ -50,14 +50,17 @@ def format_arguments(name: str, arguments: str) -> Text:
     return text
 
 
-def format_result(result: ToolResult) -> Text:
-    """A green check, the tool and its value; or a red cross, the error code and message."""
+def format_result(result: ToolResult, *, full: bool = False) -> Text:
+    """A green check, the tool and its value; or a red cross, the error code and message.
+
+    Long values are cut to a few hundred characters unless `full` (the model gets all).
+    """
     if result.success:
         body = result.result if isinstance(result.result, str) else _json(result.result)
         line = Text("  ✓ ", style="green")
         line.append(result.name, style="cyan")
         line.append(": ")
-        line.append(_clip(body))
+        line.append(body if full else _clip(body))
         if result.cached:
             line.append("  (cached)", style="dim")
         return line
@@ -76,12 +79,30 @@ class EventPrinter:
 
     Text and reasoning are streamed as they arrive; each tool call is shown with its
     arguments, each result on the line below it. `Done` prints the reason a run stopped
-    without an answer, or its error.
+    without an answer, or its error (on `errors` when given).
+
+    Args:
+        console: Where the transcript goes.
+        show_reasoning: Show the model's reasoning, dimmed.
+        errors: Where a failed run's error goes; `console` when not given.
+        quiet: Only the answer's text (and errors): no tool lines, no reasoning.
+        full: Show tool results whole instead of cutting long ones.
     """
 
-    def __init__(self, console: Console, *, show_reasoning: bool = True) -> None:
+    def __init__(
+        self,
+        console: Console,
+        *,
+        show_reasoning: bool = True,
+        errors: Console | None = None,
+        quiet: bool = False,
+        full: bool = False,
+    ) -> None:
         self.console = console
-        self.show_reasoning = show_reasoning
+        self.errors = errors if errors is not None else console
+        self.quiet = quiet
+        self.full = full
+        self.show_reasoning = show_reasoning and not quiet
         self._mid_line = False
         self._in_reasoning = False
         self._after_tools = False
@@ -99,6 +120,8 @@ class EventPrinter:
             if self.show_reasoning:
                 self._in_reasoning = True
                 self._write(event.text, style="dim italic")
+        elif self.quiet and isinstance(event, ToolCallStart | ToolCallResult):
+            pass
         elif isinstance(event, ToolCallStart):
             self._end_line()
             line = Text("→ ", style="cyan")
@@ -106,14 +129,14 @@ class EventPrinter:
             self.console.print(line)
         elif isinstance(event, ToolCallResult):
             self._end_line()
-            self.console.print(format_result(event.result))
+            self.console.print(format_result(event.result, full=self.full))
             self._after_tools = True
         elif isinstance(event, ApprovalRequired):
             pass  # the approver asks the question itself
         elif isinstance(event, Done):
             self._end_line()
             if event.error is not None:
-                self.console.print(
+                self.errors.print(
                     Text.assemble(("Error: ", "bold red"), event.error), soft_wrap=True
                 )
             elif event.result.status != "completed":
