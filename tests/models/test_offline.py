@@ -281,3 +281,42 @@ def test_a_path_argument_is_the_path_in_the_request() -> None:
     schema = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
     text = "Read the file notes/todo.txt"
     assert fill_arguments(schema, text, text) == {"path": "notes/todo.txt"}
+
+
+@pytest.mark.parametrize(
+    ("text", "cities"),
+    [
+        ("What's the weather in Paris and London?", ["Paris", "London"]),
+        ("Compare the weather in Lisbon and in Porto", ["Lisbon", "Porto"]),
+        ("weather in Rio de Janeiro, Tokyo and New York", ["Rio de Janeiro", "Tokyo", "New York"]),
+        ("weather in São Paulo or Buenos Aires?", ["São Paulo", "Buenos Aires"]),
+        # A lower-case word after "and" starts another request, not another place.
+        ("weather in Paris and tell me about it", ["Paris"]),
+        ("weather in Paris and Paris", ["Paris"]),
+    ],
+)
+async def test_several_places_are_several_calls(text: str, cities: list[str]) -> None:
+    assert await calls_for(text) == [("get_weather", {"city": c}) for c in cities]
+
+
+async def test_several_places_and_another_tool_in_one_request() -> None:
+    assert await calls_for("weather in Paris and London, and what is 2+3?") == [
+        ("get_weather", {"city": "Paris"}),
+        ("get_weather", {"city": "London"}),
+        ("calculate", {"expression": "2 + 3"}),
+    ]
+
+
+def test_several_quoted_values_for_a_tool_of_one_string_are_several_calls() -> None:
+    from toolwire.models._offline_args import fill_calls
+
+    one = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}
+    text = "delete the notes 'groceries' and 'todo'"
+    assert fill_calls(one, text, text) == [{"title": "groceries"}, {"title": "todo"}]
+    # Two strings ("rename 'a' to 'b'"): the quotes are two arguments, not two calls.
+    two = {
+        "type": "object",
+        "properties": {"old": {"type": "string"}, "new": {"type": "string"}},
+    }
+    text = "rename 'draft' to 'final'"
+    assert len(fill_calls(two, text, text)) == 1

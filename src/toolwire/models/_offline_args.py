@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["fill_arguments", "find_expression", "find_place"]
+__all__ = ["fill_arguments", "fill_calls", "find_expression", "find_place", "find_places"]
 
 _WORD_OPS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(p, re.I), r)
@@ -119,7 +119,44 @@ def _trim_expression(s: str) -> str:
 
 def find_place(text: str) -> str | None:
     """A place named in `text`: the words after "in", "for", "at"...; capitalised ones first."""
-    found: list[str] = []
+    found = _place_at(text)
+    return found[1] if found is not None else None
+
+
+def find_places(text: str) -> list[str]:
+    """Every place of a list that `text` names: "in Paris and London", "for Rio, Tokyo and
+    New York", "in Lisbon and in Porto". Places after the first must be capitalised, so
+    "in Paris and tell me" names one."""
+    found = _place_at(text)
+    if found is None:
+        return []
+    start, place = found
+    places = [place]
+    end = start + _span_length(text, start, place)
+    while (m := _NEXT_PLACE.match(text, end)) is not None:
+        phrase = m.group("place")
+        if not phrase[0].isupper() or phrase.split()[0].lower() in _NOT_PLACES:
+            break
+        following = _capitalised_prefix(phrase.rstrip(".'’"))
+        if following in places:
+            break
+        places.append(following)
+        end = m.start("place") + _span_length(text, m.start("place"), following)
+    return places
+
+
+_NEXT_PLACE = re.compile(
+    r"\s*(?:,\s*(?:and\s+|&\s*)?|\s+(?:and|&|or|vs\.?|versus)\s+)"
+    r"(?:(?:in|at|for)\s+)?"
+    r"(?P<place>[^\W\d_][\w'’.-]*(?:\s+(?:(?:de|da|do|del|la|le|los|las|upon|on|am|sur)\s+)?"
+    r"[^\W\d_][\w'’.-]*){0,3})",
+    re.UNICODE,
+)
+
+
+def _place_at(text: str) -> tuple[int, str] | None:
+    """Where the chosen place starts in `text`, and the place."""
+    found: list[tuple[int, str]] = []
     for m in _PLACE_AFTER.finditer(text):
         phrase = m.group(1).rstrip(".'’")
         kept: list[str] = []
@@ -128,11 +165,17 @@ def find_place(text: str) -> str | None:
                 break
             kept.append(word)
         if kept:
-            found.append(" ".join(kept))
-    for phrase in found:
+            found.append((m.start(1), " ".join(kept)))
+    for start, phrase in found:
         if phrase[0].isupper():
-            return _capitalised_prefix(phrase)
+            return start, _capitalised_prefix(phrase)
     return found[0] if found else None
+
+
+def _span_length(text: str, start: int, phrase: str) -> int:
+    """How many characters of `text` from `start` the words of `phrase` take."""
+    m = re.compile(r"\s+".join(re.escape(w) for w in phrase.split())).match(text, start)
+    return len(m.group(0)) if m is not None else len(phrase)
 
 
 def _capitalised_prefix(phrase: str) -> str:
@@ -165,6 +208,34 @@ def fill_arguments(schema: dict[str, Any], text: str, context: str) -> dict[str,
         if value is not None:
             args[name] = value
     return args
+
+
+def fill_calls(schema: dict[str, Any], text: str, context: str) -> list[dict[str, Any]]:
+    """One or several argument sets: a tool that takes one place, asked about several
+    ("weather in Paris and London"), gets one call per place, as a model would make them;
+    so does a tool that takes one string, given several quoted values."""
+    args = fill_arguments(schema, text, context)
+    props = schema.get("properties") or {}
+    strings = [  # free-text strings: an enum ("unit") names a choice, not the subject
+        n
+        for n, p in props.items()
+        if isinstance(p, dict) and p.get("type") == "string" and "enum" not in p
+    ]
+    if len(strings) != 1 or strings[0] not in args:
+        return [args]
+    name = strings[0]
+    hint = f"{name} {props[name].get('description', '')}".lower()
+    values: list[str] = []
+    for source in (text, context):
+        if any(k in name.lower() for k in _PLACE_KEYS) or "city" in hint:
+            values = find_places(source)
+        else:
+            values = _all_quoted(source)
+        if args[name] in values:
+            break
+    if len(values) < 2 or args[name] != values[0]:
+        return [args]
+    return [{**args, name: value} for value in values]
 
 
 class _Numbers:
@@ -287,6 +358,15 @@ def _quoted(text: str) -> str | None:
     if m is None:
         return None
     return next(g for g in m.groups() if g is not None)
+
+
+def _all_quoted(text: str) -> list[str]:
+    found: list[str] = []
+    for m in _QUOTED.finditer(text):
+        value = next(g for g in m.groups() if g is not None)
+        if value not in found:
+            found.append(value)
+    return found
 
 
 def _to_number(raw: str, integer: bool) -> int | float:

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from toolwire.models._offline_args import fill_arguments
+from toolwire.models._offline_args import fill_arguments, fill_calls
 from toolwire.models._offline_match import best_tool, split_clauses
 from toolwire.models.base import ModelResponse, ModelSettings, ModelStreamEvent
 from toolwire.models.messages import AssistantMessage, Message, ToolMessage, Usage, UserMessage
@@ -161,14 +161,16 @@ def _plan_calls(
         begin = 0 if i == 0 else start
         end = matched[i + 1][0] if i + 1 < len(matched) else len(request)
         text = request[begin:end]
-        call = (match.tool.name, fill_arguments(match.tool.input_schema, text, request))
-        if call not in calls:
-            calls.append(call)
+        for args in fill_calls(match.tool.input_schema, text, request):
+            call = (match.tool.name, args)
+            if call not in calls:
+                calls.append(call)
     if not calls:
         match = best_tool(request, tools, force=force)
         if match is not None:
-            calls.append(
-                (match.tool.name, fill_arguments(match.tool.input_schema, request, request))
+            calls.extend(
+                (match.tool.name, args)
+                for args in fill_calls(match.tool.input_schema, request, request)
             )
     return calls
 
