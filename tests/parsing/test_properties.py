@@ -457,7 +457,8 @@ def _cuts(text: str) -> st.SearchStrategy[list[str]]:
 
 
 def _summary(out: ParsedOutput) -> tuple[Any, ...]:
-    return out.content, out.reasoning, [(c.name, c.arguments_json) for c in out.tool_calls]
+    calls = [(c.name, c.arguments_json) for c in out.tool_calls]
+    return out.content, out.reasoning, calls, [(f.reason, f.text) for f in out.failures]
 
 
 def _stream(
@@ -494,6 +495,7 @@ def test_rendered_output_round_trips_under_any_split(fmt: str) -> None:
         assert [(c.name, c.arguments) for c in whole.tool_calls] == out.calls, text
         assert _strip(whole.content) == out.content, text
         assert _strip(whole.reasoning) == out.reasoning, text
+        assert whole.failures == [], text
         pieces = data.draw(_cuts(text))
         assert _summary(_stream(fmt, pieces, tools, spec.prompt_suffix)) == _summary(whole)
 

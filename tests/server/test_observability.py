@@ -11,12 +11,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from chat_support import native_upstream
+from chat_support import UPSTREAM_MODEL, native_upstream
 from live import LiveServer
 from served import ServeProcess
 from server_support import TOOLS_MODULE, config_with
 
-from fakes.openai_server import FakeOpenAIServer, completion, delta, sse, tool_call
+from fakes.openai_server import FakeOpenAIServer, completion, delta, error, sse, tool_call
 from toolwire.server import create_app
 
 ADMIN, USER = "tw-metrics-admin", "tw-metrics-user"
@@ -99,6 +99,62 @@ def test_requests_streams_tools_and_approvals_are_counted(
         text = http.get("/metrics").text
     assert "apr_does_not_exist" not in text
     assert _sample(text, "toolwire_requests_total", route="/v1/approvals/{id}", status="404")
+
+
+def test_upstream_latency_failures_and_unparsed_calls_are_counted(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    upstream = {
+        **native_upstream(openai_server.base_url),
+        "tool_calls": "parse:hermes",
+        "retries": 0,
+    }
+    ask = [{"role": "user", "content": "hi"}]
+    openai_server.reply(
+        completion("fine"),
+        sse([delta("a "), delta('<tool_call>{"name": "x", '), delta(finish_reason="stop")]),
+        completion('<tool_call>{"name": oops}</tool_call>'),
+        error(500, "the upstream broke", type="server_error"),
+    )
+    with (
+        LiveServer(create_app(config_with(upstream=upstream))) as live,
+        httpx.Client(base_url=live.url, timeout=10) as http,
+    ):
+        assert http.post("/v1/chat/completions", json={"model": "gpt", "messages": ask}).is_success
+        body = {"model": "gpt", "messages": ask, "stream": True}
+        with http.stream("POST", "/v1/chat/completions", json=body) as stream:
+            assert b"<tool_call>" in stream.read()  # the text stays, as content
+        broken = http.post("/v1/chat/completions", json={"model": "gpt", "messages": ask})
+        assert (
+            broken.json()["choices"][0]["message"]["content"]
+            == '<tool_call>{"name": oops}</tool_call>'
+        )
+        failed = http.post("/v1/chat/completions", json={"model": "gpt", "messages": ask})
+        assert failed.status_code == 502
+        text = http.get("/metrics").text
+    model = UPSTREAM_MODEL
+    count = "toolwire_upstream_duration_seconds_count"
+    assert _sample(text, count, model=model, stream="false") == 2
+    assert _sample(text, count, model=model, stream="true") == 1
+    assert _sample(text, "toolwire_upstream_first_event_seconds_count", model=model) == 1
+    assert _sample(text, "toolwire_upstream_errors_total", model=model, kind="status") == 1
+    parse = "toolwire_parse_failures_total"
+    assert _sample(text, parse, format="hermes", reason="unfinished") == 1
+    assert _sample(text, parse, format="hermes", reason="invalid") == 1
+
+
+def test_an_unreachable_upstream_is_counted_by_kind() -> None:
+    upstream = {**native_upstream("http://127.0.0.1:9/v1"), "retries": 0}
+    ask = [{"role": "user", "content": "hi"}]
+    with (
+        LiveServer(create_app(config_with(upstream=upstream))) as live,
+        httpx.Client(base_url=live.url, timeout=10) as http,
+    ):
+        failed = http.post("/v1/chat/completions", json={"model": "gpt", "messages": ask})
+        assert failed.status_code == 502
+        text = http.get("/metrics").text
+    kinds = re.findall(r'toolwire_upstream_errors_total\{.*kind="(\w+)".*\} 1\.0', text)
+    assert kinds == ["unreachable"]
 
 
 def test_metrics_need_an_admin_key_when_keys_are_configured(server: LiveServer) -> None:

@@ -12,7 +12,14 @@ from toolwire.models._offline_args import fill_arguments, fill_calls
 from toolwire.models._offline_match import best_tool, split_clauses
 from toolwire.models.base import ModelResponse, ModelSettings, ModelStreamEvent
 from toolwire.models.messages import AssistantMessage, Message, ToolMessage, Usage, UserMessage
-from toolwire.parsing import ParsedOutput, ParseEvent, assemble, parse_output, parser_for
+from toolwire.parsing import (
+    ParsedOutput,
+    ParseEvent,
+    ParseFailure,
+    assemble,
+    parse_output,
+    parser_for,
+)
 from toolwire.tools.call import ToolCall
 from toolwire.tools.tool import Tool
 
@@ -81,11 +88,13 @@ class OfflineModel:
             new = parser.feed(text[i : i + n])
             events.extend(new)
             for event in new:
-                yield event
+                if not isinstance(event, ParseFailure):
+                    yield event
         new = parser.finish()
         events.extend(new)
         for event in new:
-            yield event
+            if not isinstance(event, ParseFailure):
+                yield event
         yield _response(assemble(events))
 
     def write(

@@ -9,7 +9,7 @@ caller gets ordinary tool calls, streaming included.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from toolwire.models.base import (
     FinishReason,
@@ -21,13 +21,22 @@ from toolwire.models.base import (
 )
 from toolwire.models.messages import AssistantMessage, Message
 from toolwire.parsing import ParseEvent, format_for, parser_for
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
+from toolwire.parsing.events import (
+    ContentDelta,
+    ParseFailure,
+    ReasoningDelta,
+    ToolCallArgsDelta,
+    ToolCallStart,
+)
 from toolwire.tools.call import ToolCall
 from toolwire.tools.tool import Tool
 
 __all__ = ["ParsedTurn", "ParsingModel", "call_limit"]
 
 _Delta = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta
+
+FailureHook = Callable[[str, ParseFailure], None]
+"""Told the format and the failure of each call an output opened but did not write validly."""
 
 
 def call_limit(settings: ModelSettings | None) -> int | None:
@@ -53,6 +62,7 @@ class ParsedTurn:
         tools: The tools offered, for the parser's schema typing.
         prompt_suffix: The end of the generation prompt (a pre-filled `<think>`).
         max_calls: Keep at most this many calls; None keeps all.
+        on_failure: Told about each call the output opened but did not write validly.
     """
 
     def __init__(
@@ -63,8 +73,13 @@ class ParsedTurn:
         *,
         prompt_suffix: str = "",
         max_calls: int | None = None,
+        on_failure: FailureHook | None = None,
     ) -> None:
         specs = [t.to_openai() for t in tools]
+        self._format = format
+        self._on_failure = on_failure
+        self.failures: list[ParseFailure] = []
+        """Calls the output opened but did not write validly (their text is content)."""
         self._parser = parser_for(model, specs, format=format, prompt_suffix=prompt_suffix)
         self._max = max_calls
         self._next = 0
@@ -155,6 +170,10 @@ class ParsedTurn:
             if self._keeps(index):
                 self._parsed[index] = (event.id, event.name, [])
                 out.append(ToolCallStart(index, event.id, event.name))
+        elif isinstance(event, ParseFailure):
+            self.failures.append(event)
+            if self._on_failure is not None:
+                self._on_failure(self._format, event)
         else:
             index = self._parsed_index[event.index]
             if self._keeps(index):
@@ -231,12 +250,22 @@ class ParsingModel:
             `inner.name`.
         prompt_suffix: The end of the upstream's generation prompt, when it pre-fills
             something (`"<think>\\n"`), so the parser knows where the output starts.
+        on_failure: Called with the format and the failure for each call the upstream
+            opened but did not write validly (metrics count them; the text stays content).
     """
 
-    def __init__(self, inner: Model, format: str, *, prompt_suffix: str = "") -> None:
+    def __init__(
+        self,
+        inner: Model,
+        format: str,
+        *,
+        prompt_suffix: str = "",
+        on_failure: FailureHook | None = None,
+    ) -> None:
         self._inner = inner
         self._format = format_for(inner.name, format=None if format == "auto" else format)
         self._suffix = prompt_suffix
+        self.on_failure = on_failure
 
     @property
     def name(self) -> str:
@@ -262,6 +291,7 @@ class ParsingModel:
             tools,
             prompt_suffix=self._suffix,
             max_calls=call_limit(settings),
+            on_failure=self.on_failure,
         )
 
     async def complete(

@@ -22,7 +22,7 @@ from toolwire.models.messages import (
     ToolMessage,
     UserMessage,
 )
-from toolwire.models.parsed import ParsedTurn, complete_turn, stream_turn
+from toolwire.models.parsed import FailureHook, ParsedTurn, complete_turn, stream_turn
 from toolwire.parsing.render import (
     RenderCall,
     check_render_format,
@@ -81,6 +81,8 @@ class PromptedModel:
             example always follow it.
         prompt_suffix: The end of the upstream's generation prompt when it pre-fills
             something (`"<think>\\n"`).
+        on_parse_failure: Called for each call the upstream opened but did not write
+            validly (see `ParsingModel`).
     """
 
     def __init__(
@@ -90,11 +92,13 @@ class PromptedModel:
         *,
         instructions: str | None = None,
         prompt_suffix: str = "",
+        on_parse_failure: FailureHook | None = None,
     ) -> None:
         self._inner = inner
         self._format = check_render_format(format)
         self._instructions = instructions
         self._suffix = prompt_suffix
+        self.on_parse_failure = on_parse_failure
 
     @property
     def name(self) -> str:
@@ -230,6 +234,7 @@ class PromptedModel:
             plan.offered,
             prompt_suffix=self._suffix,
             max_calls=0 if not plan.offered else 1 if plan.single else None,
+            on_failure=self.on_parse_failure,
         )
 
     # ------------------------------------------------------------------ forced choice

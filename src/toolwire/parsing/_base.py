@@ -12,6 +12,7 @@ from toolwire.parsing._json import dumps
 from toolwire.parsing.events import (
     ContentDelta,
     ParseEvent,
+    ParseFailure,
     ReasoningDelta,
     ToolCallArgsDelta,
     ToolCallStart,
@@ -65,6 +66,10 @@ class StreamParser(ABC):
     @abstractmethod
     def finish(self, *, truncated: bool = False) -> list[ParseEvent]:
         """The output has ended (`truncated`: cut off by max_tokens); flush what is held."""
+
+    def _failed(self, reason: str, text: str, out: list[ParseEvent]) -> None:
+        """Report a call the output opened but did not write validly (its text is kept)."""
+        out.append(ParseFailure(reason, text))
 
     def _call_events(self, call: RawCall) -> list[ParseEvent]:
         index = self._call_index

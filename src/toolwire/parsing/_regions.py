@@ -187,6 +187,7 @@ class RegionParser(StreamParser):
                 return out + self.finish(truncated=truncated)
             if calls is None:
                 self._content.write(region.open + inner, out)
+                self._failed("unfinished", region.open + inner, out)
             else:
                 for call in calls:
                     out.extend(self._call_events(call))
@@ -195,7 +196,9 @@ class RegionParser(StreamParser):
     def _close_block(self, region: ToolRegion, inner: str, out: list[ParseEvent]) -> None:
         calls = region.parse(inner, True, False)
         if calls is None:
-            self._content.write(region.open + inner + region.close, out)
+            text = region.open + inner + region.close
+            self._content.write(text, out)
+            self._failed("invalid", text, out)
         else:
             for call in calls:
                 out.extend(self._call_events(call))

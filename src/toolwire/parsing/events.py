@@ -11,6 +11,7 @@ from toolwire.parsing._json import loads
 __all__ = [
     "ContentDelta",
     "ParseEvent",
+    "ParseFailure",
     "ParsedOutput",
     "ParsedToolCall",
     "ReasoningDelta",
@@ -51,7 +52,23 @@ class ToolCallArgsDelta:
     type: Literal["tool_call_args"] = "tool_call_args"
 
 
-ParseEvent = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta
+@dataclass(frozen=True, slots=True)
+class ParseFailure:
+    """Text that opened a tool call in the format's markup but is not a valid call.
+
+    Informational: the text itself comes back as content (or reasoning) events, so nothing
+    is lost; this says that it happened, for metrics and logs. Never emitted for text
+    that merely could have been a call (a bare JSON answer).
+    """
+
+    reason: str
+    """What was wrong: `unfinished` (the output ended inside the call) or `invalid`."""
+    text: str
+    """The call's text as the model wrote it, markers included."""
+    type: Literal["parse_failure"] = "parse_failure"
+
+
+ParseEvent = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta | ParseFailure
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +85,8 @@ class ParsedOutput:
     content: str | None = None
     reasoning: str | None = None
     tool_calls: list[ParsedToolCall] = field(default_factory=list)
+    failures: list[ParseFailure] = field(default_factory=list)
+    """Calls the output opened but did not write validly (their text is in `content`)."""
 
 
 def assemble(events: Iterable[ParseEvent]) -> ParsedOutput:
@@ -76,6 +95,7 @@ def assemble(events: Iterable[ParseEvent]) -> ParsedOutput:
     reasoning: list[str] = []
     starts: dict[int, ToolCallStart] = {}
     args: dict[int, list[str]] = {}
+    failures: list[ParseFailure] = []
     for ev in events:
         if isinstance(ev, ContentDelta):
             content.append(ev.text)
@@ -84,6 +104,8 @@ def assemble(events: Iterable[ParseEvent]) -> ParsedOutput:
         elif isinstance(ev, ToolCallStart):
             starts[ev.index] = ev
             args.setdefault(ev.index, [])
+        elif isinstance(ev, ParseFailure):
+            failures.append(ev)
         else:
             args.setdefault(ev.index, []).append(ev.text)
     calls = []
@@ -99,4 +121,5 @@ def assemble(events: Iterable[ParseEvent]) -> ParsedOutput:
         content="".join(content) or None,
         reasoning="".join(reasoning) or None,
         tool_calls=calls,
+        failures=failures,
     )

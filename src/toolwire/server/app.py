@@ -64,10 +64,16 @@ def create_app(
     Raises:
         ConfigError: Tool modules fail to load or a named environment variable is unset.
     """
-    gateway = Gateway(config if config is not None else GatewayConfig(), environ=environ)
+    config = config if config is not None else GatewayConfig()
+    metrics = Metrics() if config.metrics.enabled else None
+    gateway = Gateway(
+        config,
+        environ=environ,
+        observer=metrics,
+        on_parse_failure=metrics.parse_failed if metrics is not None else None,
+    )
     mcp = _mcp_front_door(gateway)
     _start_tracing(gateway)
-    metrics = Metrics() if gateway.config.metrics.enabled else None
     if metrics is not None and gateway.runner.audit is not None:
         gateway.runner.audit = MeteredAudit(gateway.runner.audit, metrics)
 

@@ -18,6 +18,8 @@ from typing import Final
 from toolwire.agent import Agent
 from toolwire.models import Model
 from toolwire.models.aiohttp_transport import pooled_client
+from toolwire.models.observed import ModelObserver
+from toolwire.models.parsed import FailureHook
 from toolwire.runner import Policy, ToolRunner
 from toolwire.server.auth import GatewayKey, Keyring
 from toolwire.server.config import (
@@ -213,7 +215,14 @@ class Gateway:
         ConfigError: Tool modules fail to load, or variables the config names are unset.
     """
 
-    def __init__(self, config: GatewayConfig, *, environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: GatewayConfig,
+        *,
+        environ: Mapping[str, str] | None = None,
+        observer: ModelObserver | None = None,
+        on_parse_failure: FailureHook | None = None,
+    ) -> None:
         env = os.environ if environ is None else environ
         config = _with_provider_environment(config, env)
         problems = [
@@ -258,6 +267,8 @@ class Gateway:
                 api_key=self._upstream_key,
                 http_client=self.http_client,
                 dialect=config.dialect,
+                observer=observer,
+                on_parse_failure=on_parse_failure,
             )
             for public, route in self.routes.items()
         }

@@ -5,6 +5,9 @@
   of requests and streams in flight, and writes one line to the `toolwire.access`
   logger: time, request id, key name, method, route, status, duration, model, tool
   calls. Never a key, a token or an argument value.
+- `Metrics` is also the `ModelObserver` of the upstream clients (`ObservedModel`): upstream
+  latency (to the answer, to a stream's first event) and failures by kind; and the hook
+  of the parsers: tool calls the upstream wrote but that could not be parsed, by format.
 - `MeteredAudit` sits between the runner and its audit log: every tool call's record
   passes through it, so tool calls by tool and outcome and their durations are counted
   without the runner knowing about metrics.
@@ -33,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolwire import tracing
+from toolwire.parsing.events import ParseFailure
 from toolwire.server.caller import authenticate, gateway_of
 from toolwire.server.errors import GatewayError
 from toolwire.store.base import AuditRecord
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["MeteredAudit", "Metrics", "Observe", "metrics_routes"]
 
 access_log = logging.getLogger("toolwire.access")
+parse_log = logging.getLogger("toolwire.parsing")
 
 _TOOL_CALLS: ContextVar[list[int] | None] = ContextVar("toolwire_tool_calls", default=None)
 """The tool calls of the request being served: a one-item list shared with the tasks the
@@ -94,12 +99,58 @@ class Metrics:
             buckets=_LATENCY,
             registry=r,
         )
+        self.upstream_duration = Histogram(
+            "toolwire_upstream_duration_seconds",
+            "Time the upstream model took to answer (a stream: to its last event).",
+            ["model", "stream"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.upstream_first_event = Histogram(
+            "toolwire_upstream_first_event_seconds",
+            "Time to the first event of an upstream stream (its time to first token).",
+            ["model"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.upstream_errors = Counter(
+            "toolwire_upstream_errors",
+            "Failed upstream calls by kind: unreachable, timeout, status (an error status "
+            "after retries), malformed, too_large, ended (a stream cut short).",
+            ["model", "kind"],
+            registry=r,
+        )
+        self.parse_failures = Counter(
+            "toolwire_parse_failures",
+            "Tool calls the upstream opened in its format's markup but did not write "
+            "validly, by format and reason (unfinished, invalid); their text is content.",
+            ["format", "reason"],
+            registry=r,
+        )
         self.approvals = Gauge(
             "toolwire_approvals",
             "Approvals in the store by status (read at scrape time; at most 1000 each).",
             ["status"],
             registry=r,
         )
+
+    # --- ModelObserver: told by every upstream client (see `ObservedModel`) -----------------
+
+    def answered(self, model: str, seconds: float, *, stream: bool) -> None:
+        self.upstream_duration.labels(model, "true" if stream else "false").observe(seconds)
+
+    def first_event(self, model: str, seconds: float) -> None:
+        self.upstream_first_event.labels(model).observe(seconds)
+
+    def failed(self, model: str, kind: str) -> None:
+        self.upstream_errors.labels(model, kind).inc()
+
+    def parse_failed(self, format: str, failure: ParseFailure) -> None:
+        """The parsers' `FailureHook`."""
+        self.parse_failures.labels(format, failure.reason).inc()
+        if parse_log.isEnabledFor(logging.DEBUG):
+            # The text holds argument values: only at debug level.
+            parse_log.debug("unparsed %s tool call (%s): %r", format, failure.reason, failure.text)
 
 
 class MeteredAudit:

@@ -15,6 +15,8 @@ import httpx
 
 from toolwire.models import Model, OfflineModel, OpenAIChatModel
 from toolwire.models.call_ids import IdStyle, id_style_for
+from toolwire.models.observed import ModelObserver, ObservedModel
+from toolwire.models.parsed import FailureHook, ParsingModel
 from toolwire.server.config import ModelRoute, UpstreamConfig, parse_tool_calls
 
 __all__ = ["build_model", "id_style"]
@@ -37,6 +39,8 @@ def build_model(
     api_key: str | None,
     http_client: httpx.AsyncClient,
     dialect: Literal["openai", "tool_request"] = "openai",
+    observer: ModelObserver | None = None,
+    on_parse_failure: FailureHook | None = None,
 ) -> Model:
     """The model that serves one route.
 
@@ -46,6 +50,8 @@ def build_model(
         api_key: The upstream key read from the environment.
         http_client: The pooled client every route shares.
         dialect: The gateway's dialect.
+        observer: Told each upstream call's duration and failures (the metrics).
+        on_parse_failure: Told each tool call the upstream wrote but could not be parsed.
     """
     mode, fmt = parse_tool_calls(route.tool_calls or upstream.tool_calls)
     base: Model
@@ -76,16 +82,19 @@ def build_model(
             id_style=id_style(upstream, route.model),
             connect_hint="Check upstream.base_url in the gateway config.",
         )
+    if observer is not None:
+        base = ObservedModel(base, observer)
     if mode == "parse":
-        from toolwire.models.parsed import ParsingModel
-
-        return ParsingModel(base, fmt or "auto")
+        return ParsingModel(base, fmt or "auto", on_failure=on_parse_failure)
     if mode == "prompted":
         from toolwire.models.prompted import PromptedModel
 
-        return PromptedModel(base, fmt or "hermes", instructions=upstream.prompted_instructions)
+        return PromptedModel(
+            base,
+            fmt or "hermes",
+            instructions=upstream.prompted_instructions,
+            on_parse_failure=on_parse_failure,
+        )
     if dialect == "tool_request":
-        from toolwire.models.parsed import ParsingModel
-
-        return ParsingModel(base, "tool_request")
+        return ParsingModel(base, "tool_request", on_failure=on_parse_failure)
     return base

@@ -148,6 +148,8 @@ class CallParser(StreamParser):
             # Unfinished and not cut off (malformed), or a bare block that may never have
             # been a call (a JSON answer cut short): verbatim content.
             self._content.write(opener + raw, out)
+            if opener:
+                self._failed("unfinished", opener + raw, out)
         return out
 
     # -- internals -------------------------------------------------------------------------
@@ -253,6 +255,8 @@ class CallParser(StreamParser):
         calls = reader.calls()
         if calls is None:
             self._content.write(opener + reader.text(), out)
+            if opener:
+                self._failed("invalid", opener + reader.text(), out)
             return
         for call in calls:
             out.extend(self._call_events(call))

@@ -244,7 +244,7 @@ class CursorParser(StreamParser):
         self._raw.clear()
         self._state = self._content_state
 
-    def _fail_block(self) -> None:
+    def _fail_block(self, reason: str = "invalid") -> None:
         """Malformed block: its raw text since the last call goes back as plain text, and
         reading resumes at the cursor in the mode the block was opened from."""
         text = "".join(self._raw) + self._buf[self._mark : self._pos]
@@ -255,6 +255,7 @@ class CursorParser(StreamParser):
             self._write_content(text)
         else:
             self._write_reasoning(text)
+        self._failed(reason, text, self._out)
 
     def _at_eof(self) -> None:
         """End of input inside a block: emit what is complete, drop or fail the rest.
@@ -264,4 +265,4 @@ class CursorParser(StreamParser):
         if self._truncated:
             self._close_block()
         else:
-            self._fail_block()
+            self._fail_block("unfinished")

@@ -139,6 +139,7 @@ class _SectionParser(MarkerMachine):
             out.extend(self._call_events(call))
         else:
             self._content.write("".join(raw), out)
+            self._failed("invalid", "".join(raw), out)
         self._state = _CONTENT if section_closed else _SECTION
 
     # -- the end of output

@@ -179,6 +179,7 @@ class HarmonyParser(MarkerMachine):
                 self._finish_state(truncated=False, out=out)
                 return
         self._content.write(body, out)  # malformed arguments degrade to content
+        self._failed("invalid", body, out)
 
     # -- the end of output
 
