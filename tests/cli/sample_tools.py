@@ -55,3 +55,16 @@ def product_catalog() -> list[dict[str, object]]:
         {"sku": f"SKU-{n:04d}", "name": f"Product number {n}", "price": n * 1.5, "stock": n}
         for n in range(1, 41)
     ]
+
+
+@tool
+def slow_report(seconds: float = 1.5) -> str:
+    """Build the slow report (takes a while).
+
+    Args:
+        seconds: How long it takes.
+    """
+    import time
+
+    time.sleep(seconds)
+    return "report ready"

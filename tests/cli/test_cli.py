@@ -93,6 +93,13 @@ def test_chat_banner_goes_to_stderr_and_the_transcript_to_stdout(cli: CliRunner)
     assert "Lisbon" in out.stdout.splitlines()[-1]
 
 
+def test_no_progress_spinner_when_output_is_not_a_terminal(cli: CliRunner) -> None:
+    out = cli.invoke(app, ["chat", "--tools", "sample_tools", "build the slow report in 0.2 s"])
+    assert out.exit_code == 0, out.output
+    assert "running slow_report" not in out.output
+    assert "\x1b" not in out.output
+
+
 def test_chat_quiet_prints_only_the_answer(cli: CliRunner) -> None:
     out = cli.invoke(app, ["chat", "--quiet", "What's the weather in Lisbon?"])
     assert out.exit_code == 0, out.output
@@ -298,7 +305,14 @@ def test_tools_list_json(cli: CliRunner) -> None:
     out = cli.invoke(app, ["tools", "list", "--json", "--tools", "sample_tools"])
     assert out.exit_code == 0, out.output
     listed = {t["name"]: t for t in json.loads(out.output)}
-    assert set(listed) == {"list_notes", "delete_note", "add", "crash", "product_catalog"}
+    assert set(listed) == {
+        "list_notes",
+        "delete_note",
+        "add",
+        "crash",
+        "product_catalog",
+        "slow_report",
+    }
     assert listed["delete_note"]["effects"] == "destructive"
     assert listed["add"]["parameters"]["required"] == ["a", "b"]
     assert listed["add"]["parameters"]["properties"]["a"]["description"] == "The first number."

@@ -14,9 +14,9 @@ TOOLWIRE = str(Path(sys.executable).parent / "toolwire")
 HERE = Path(__file__).parent
 
 
-def spawn(args: list[str], cwd: Path) -> pexpect.spawn:
+def spawn(args: list[str], cwd: Path, term: str = "dumb") -> pexpect.spawn:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLWIRE_")}
-    env.update(TERM="dumb", COLUMNS="200", NO_COLOR="1")
+    env.update(TERM=term, COLUMNS="200", NO_COLOR="1")
     return pexpect.spawn(
         TOOLWIRE, args, cwd=str(cwd), env=env, encoding="utf-8", timeout=30, dimensions=(50, 200)
     )
@@ -87,3 +87,27 @@ def test_ctrl_c_at_the_prompt_leaves_cleanly(workdir: Path) -> None:
     child.close()
     assert child.exitstatus == 0
     assert "Traceback" not in (child.before or "")
+
+
+def test_a_slow_tool_shows_progress_until_its_result(workdir: Path) -> None:
+    child = spawn(
+        ["tools", "call", "slow_report", "--tools", "sample_tools", "--no-audit"],
+        workdir,
+        term="xterm-256color",
+    )
+    child.expect_exact("running slow_report…")
+    child.expect_exact("succeeded")
+    child.expect_exact("report ready")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_chat_shows_progress_while_a_tool_runs(workdir: Path) -> None:
+    child = spawn(["chat", "--tools", "sample_tools", "build the slow report"], workdir, "xterm")
+    child.expect_exact("running slow_report…")
+    child.expect_exact("✓ slow_report: report ready")
+    child.expect_exact("From slow_report: report ready.")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0

@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from toolwire.agent import Agent, Done
+from toolwire.agent import Agent, Done, ToolCallResult, ToolCallStart
 from toolwire.cli._common import TOOLS_OPTION_HELP, CliError, exit_with, load_tools
-from toolwire.cli.render import EventPrinter, format_arguments
+from toolwire.cli.render import EventPrinter, Waiting, format_arguments
 from toolwire.models import Message, Model, OfflineModel, OpenAIChatModel, UserMessage
 from toolwire.runner import Approver, Policy
 from toolwire.tools import Tool, ToolCall, ToolContext
@@ -64,10 +64,15 @@ def select_model(base_url: str | None, model: str | None, api_key: str | None) -
     return OpenAIChatModel(base_url=base_url, api_key=api_key, model=model)
 
 
-def console_approver(console: Console, read: ReadLine) -> Approver:
-    """An approver that asks the person at the terminal; anything but y/yes is a no."""
+def console_approver(console: Console, read: ReadLine, waiting: Waiting | None = None) -> Approver:
+    """An approver that asks the person at the terminal; anything but y/yes is a no.
+
+    `waiting`: the spinner to hide before asking.
+    """
 
     async def approve(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool:
+        if waiting is not None:
+            waiting.hide()
         prompt = Text.assemble(
             ("Run destructive tool ", "bold yellow"), format_arguments(tool.name, call.arguments)
         )
@@ -106,6 +111,8 @@ class ChatSession:
         notices: Where hints, command output and errors go (standard error), so that
             standard output holds only the transcript; `console` when not given.
         quiet: Print only the answers: no tool lines, no reasoning, no hints.
+        waiting: The spinner shown while the model thinks or a tool runs (give the same
+            one to `console_approver`); none when not given.
     """
 
     def __init__(
@@ -117,7 +124,9 @@ class ChatSession:
         stream: bool = True,
         notices: Console | None = None,
         quiet: bool = False,
+        waiting: Waiting | None = None,
     ) -> None:
+        self.waiting = waiting if waiting is not None else Waiting(console, enabled=False)
         self.agent = agent
         self.console = console
         self.read = read
@@ -136,12 +145,22 @@ class ChatSession:
             full=not self.console.is_terminal,
         )
         done: Done | None = None
-        async for event in self.agent.run_stream(
-            [*self.messages, UserMessage(content=text)], stream=self.stream
-        ):
-            printer(event)
-            if isinstance(event, Done):
-                done = event
+        waiting = self.waiting
+        waiting.show("thinking…")
+        try:
+            async for event in self.agent.run_stream(
+                [*self.messages, UserMessage(content=text)], stream=self.stream
+            ):
+                waiting.hide()
+                printer(event)
+                if isinstance(event, ToolCallStart):
+                    waiting.show(f"running {event.name}…")
+                elif isinstance(event, ToolCallResult):
+                    waiting.show("thinking…")
+                elif isinstance(event, Done):
+                    done = event
+        finally:
+            waiting.hide()
         assert done is not None
         if done.error is None:
             self.messages = list(done.result.messages)
@@ -281,15 +300,18 @@ def chat(
         notices.print(offline_note())
         notices.print()
     read: ReadLine = input if console.is_terminal else _read_with_prompt_on_stderr
+    waiting = Waiting(console, enabled=not quiet)
     agent = Agent(
         chosen,
         provider,
         instructions=instructions,
         max_iterations=max_iterations,
         policy=Policy(approval="auto" if yes else "ask"),
-        approver=console_approver(notices, read),
+        approver=console_approver(notices, read, waiting),
     )
-    session = ChatSession(agent, console, read, stream=stream, notices=notices, quiet=quiet)
+    session = ChatSession(
+        agent, console, read, stream=stream, notices=notices, quiet=quiet, waiting=waiting
+    )
     if message is None:
         session.repl()
         return

@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 from rich.console import Console
+from rich.status import Status
 from rich.text import Text
 
 from toolwire.agent import (
@@ -20,7 +21,7 @@ from toolwire.agent import (
 )
 from toolwire.tools import ToolResult
 
-__all__ = ["EventPrinter", "format_arguments", "format_result"]
+__all__ = ["EventPrinter", "Waiting", "format_arguments", "format_result"]
 
 _MAX_SHOWN = 400
 """Characters of a tool result shown in the transcript; the model still gets all of it."""
@@ -150,6 +151,31 @@ class EventPrinter:
         if self._mid_line:
             self.console.print()
             self._mid_line = False
+
+
+class Waiting:
+    """A spinner with a short message while nothing is being printed (the model is
+    thinking, a tool is running); only on a terminal, so pipes and logs get no control
+    characters. Hide it before printing or asking anything."""
+
+    def __init__(self, console: Console, *, enabled: bool = True) -> None:
+        self._console = console
+        self._on = enabled and console.is_terminal and not console.is_dumb_terminal
+        self._status: Status | None = None
+
+    def show(self, message: str) -> None:
+        if not self._on:
+            return
+        if self._status is None:
+            self._status = self._console.status(Text(message, style="dim"), spinner="dots")
+            self._status.start()
+        else:
+            self._status.update(Text(message, style="dim"))
+
+    def hide(self) -> None:
+        if self._status is not None:
+            status, self._status = self._status, None
+            status.stop()
 
 
 def _json(value: Any) -> str:

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from toolwire.cli._common import discover_config, exit_with, stderr_console
+from toolwire.cli.render import Waiting
 
 if TYPE_CHECKING:
     from toolwire.server import ConfigDocument, ConfigProblem, GatewayConfig
@@ -186,11 +187,16 @@ async def _start_gateway(gateway: Gateway) -> None:
     from toolwire.server.serving import StartupError
     from toolwire.tools import ToolDefinitionError
 
+    waiting = Waiting(stderr_console())
+    if gateway.tools.mcp:
+        waiting.show(f"connecting to {len(gateway.tools.mcp)} MCP server(s)…")
     try:
         await gateway.start()
     except ToolDefinitionError as exc:
         await gateway.aclose()
         raise StartupError(f"Cannot start: {exc}") from None
+    finally:
+        waiting.hide()
 
 
 async def _check_gateway(gateway: Gateway) -> None:

@@ -16,8 +16,15 @@ from rich.json import JSON
 from rich.panel import Panel
 from rich.text import Text
 
-from toolwire.cli._common import TOOLS_OPTION_HELP, CliError, exit_with, load_tools
+from toolwire.cli._common import (
+    TOOLS_OPTION_HELP,
+    CliError,
+    exit_with,
+    load_tools,
+    stderr_console,
+)
 from toolwire.cli.chat_cmd import console_approver
+from toolwire.cli.render import Waiting
 from toolwire.runner import Policy, ToolRunner
 from toolwire.store import StoreError, default_store_url, open_store
 from toolwire.tools import Tool, ToolCall, ToolContext, ToolProvider, ToolResult, new_call_id
@@ -115,6 +122,8 @@ async def _call(
     yes: bool,
     audit: bool,
 ) -> ToolResult:
+    # On standard error: standard output may be JSON read by a program.
+    waiting = Waiting(stderr_console())
     store = open_store(default_store_url()) if audit else None
     if store is not None:
         await store.open()
@@ -124,12 +133,16 @@ async def _call(
             policy=Policy(approval="auto" if yes else "ask"),
             # Without a terminal the call waits for an approval nobody can give here; the
             # command then says how to give it (--yes).
-            approver=console_approver(console, input) if sys.stdin.isatty() else _undecided,
+            approver=(
+                console_approver(console, input, waiting) if sys.stdin.isatty() else _undecided
+            ),
             audit=store,
         )
         ctx = ToolContext(principal=_local_user(), run_id="cli_" + uuid.uuid4().hex)
+        waiting.show(f"running {name}…")
         return await runner.exec(ToolCall(id=new_call_id(), name=name, arguments=arguments), ctx)
     finally:
+        waiting.hide()
         if store is not None:
             await store.aclose()
 
