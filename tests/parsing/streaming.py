@@ -26,8 +26,10 @@ def parse_pieces(
 
 
 def summary(out: ParsedOutput) -> tuple[Any, ...]:
-    """What any split must agree on: content, reasoning, (name, arguments_json) of calls."""
-    return out.content, out.reasoning, [(c.name, c.arguments_json) for c in out.tool_calls]
+    """What any split must agree on: content, reasoning, (name, arguments_json) of calls,
+    and the failures reported."""
+    calls = [(c.name, c.arguments_json) for c in out.tool_calls]
+    return out.content, out.reasoning, calls, [(f.reason, f.text) for f in out.failures]
 
 
 def every_split(text: str) -> list[list[str]]:

@@ -110,7 +110,17 @@ def test_malformed_call_comes_back_as_content_and_parsing_goes_on() -> None:
     bad = v3_call("w", '{"city": "Tokyo"')
     out = ds(B + bad + v3_call("ok", "{}") + E + " after", "deepseek_v3")
     assert calls(out) == [("ok", {})]
-    assert out.content == bad + " after"
+    # The section's markers come back with the failed call, as a pair: never half.
+    assert out.content == B + bad + E + " after"
+    [failure] = out.failures
+    assert failure.text == B + bad
+
+
+def test_a_failed_call_after_a_good_one_comes_back_without_section_markers() -> None:
+    bad = v3_call("w", '{"city": "Tokyo"')
+    out = ds(B + v3_call("ok", "{}") + bad + E, "deepseek_v3")
+    assert calls(out) == [("ok", {})]
+    assert out.content == bad
 
 
 def test_text_between_calls_is_content_but_whitespace_is_not() -> None:
@@ -125,7 +135,7 @@ def test_text_between_calls_is_content_but_whitespace_is_not() -> None:
 def test_unbalanced_quote_cannot_hide_the_rest_of_the_output() -> None:
     bad = CB + "a" + SEP + '{"x": "oops}' + CE
     out = ds(B + bad + v31_call("b", "{}") + E + "Sorry.", "deepseek_v31")
-    assert (out.content, calls(out)) == (bad + "Sorry.", [("b", {})])
+    assert (out.content, calls(out)) == (B + bad + E + "Sorry.", [("b", {})])
 
 
 # ----------------------------------------------------------------------------- reasoning
@@ -246,8 +256,9 @@ def test_dsml_invoke_without_name_is_content() -> None:
     parser = parser_for("deepseek-ai/DeepSeek-V4-Flash")
     events = parser.feed(text) + parser.finish()
     assert not any(isinstance(e, ToolCallStart) for e in events)
+    # The section's markers come back with it: never half the markup.
     assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == (
-        "<｜DSML｜invoke>\n</｜DSML｜invoke>"
+        "<｜DSML｜tool_calls><｜DSML｜invoke>\n</｜DSML｜invoke></｜DSML｜tool_calls>"
     )
 
 

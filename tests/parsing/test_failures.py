@@ -73,3 +73,20 @@ def test_a_call_cut_off_by_the_token_limit_is_dropped_not_failed() -> None:
     out = parse_output('<tool_call>{"name": "get_we', "any-model", format="hermes", truncated=True)
     assert out.failures == []
     assert out.tool_calls == []
+
+
+def test_calls_to_tools_not_offered_are_returned_and_marked() -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    text = (
+        '<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>'
+        '<tool_call>{"name": "launch_rocket", "arguments": {}}</tool_call>'
+    )
+    out = parse_output(text, "any-model", tools, format="hermes")
+    assert [(c.name, c.offered) for c in out.tool_calls] == [
+        ("get_weather", True),
+        ("launch_rocket", False),
+    ]
+    # Without tools to check against, nothing is marked either way.
+    assert {c.offered for c in parse_output(text, "any-model", format="hermes").tool_calls} == {
+        None
+    }

@@ -260,3 +260,31 @@ def test_tool_request_after_reasoning() -> None:
         prompt_suffix="<|im_start|>assistant\n<think>\n",
     )
     assert (out.reasoning, calls(out)) == ("I should ask for the weather.", [("w", {})])
+
+
+def test_json_fence_without_a_language_tag_holds_a_call() -> None:
+    text = 'Sure:\n```\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+    out = parse_all_ways(text, "json_fence")
+    assert calls(out) == [("get_weather", {"city": "Paris"})]
+    assert out.content == "Sure:"
+
+
+def test_an_untagged_code_fence_that_is_no_call_is_content_and_no_failure() -> None:
+    text = "Run:\n```\nprint(1)\n```\nthen stop."
+    out = parse_all_ways(text, "json_fence")
+    assert (out.content, out.tool_calls, out.failures) == (text, [], [])
+
+
+@pytest.mark.parametrize("fmt", ["pre_json", "json_fence"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool>',
+        '<function=get_weather>{"city": "Paris"}</function>',
+        '<function=get_weather>\n{"city": "Paris"}\n</function>',
+    ],
+)
+def test_off_format_wrappers_are_calls_in_the_lenient_formats(fmt: str, text: str) -> None:
+    out = parse_all_ways("Checking. " + text, fmt)
+    assert calls(out) == [("get_weather", {"city": "Paris"})]
+    assert out.content == "Checking."

@@ -177,7 +177,7 @@ def test_unbalanced_quote_cannot_hide_the_rest_of_the_output() -> None:
         "<|start|>assistant<|channel|>final<|message|>Sorry."
     )
     out = harmony(text)
-    assert (out.content, out.tool_calls) == ('{"a": "x}Sorry.', [])
+    assert (out.content, out.tool_calls) == ('{"a": "x}\n\nSorry.', [])
 
 
 def test_prompt_suffix_says_where_output_starts() -> None:
@@ -232,3 +232,11 @@ def _random_pieces(text: str, rng: Any) -> list[str]:
         pieces.append(text[pos : pos + size])
         pos += size
     return pieces
+
+
+def test_a_preamble_and_the_final_answer_are_kept_apart() -> None:
+    text = (
+        "<|channel|>commentary<|message|>Checking the weather.<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>It is sunny.<|return|>"
+    )
+    assert harmony(text).content == "Checking the weather.\n\nIt is sunny."

@@ -98,3 +98,23 @@ def test_call_is_emitted_only_once_closed_and_text_held_minimally() -> None:
     assert [e.name for e in events if isinstance(e, ToolCallStart)] == ["f"]
     # The space held back after "check" is released with the next visible text.
     assert parser.feed(" <b>ok") == [ContentDelta("  <b>ok")]
+
+
+def test_a_call_inside_reasoning_never_closed_ends_the_reasoning() -> None:
+    # Qwen3 with thinking on may call a tool without writing </think> first.
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    for text, suffix in (
+        ("I should check." + call, "<think>\n"),
+        ("<think>I should check." + call, ""),
+    ):
+        out = parse_all_ways(text, "hermes", prompt_suffix=suffix)
+        assert out.reasoning == "I should check."
+        assert calls(out) == [("get_weather", {"city": "Paris"})]
+        assert out.content is None
+
+
+def test_a_late_think_closer_after_such_a_call_does_not_leak() -> None:
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    out = parse_all_ways("<think>Hmm." + call + "</think>Checking.", "hermes")
+    assert (out.reasoning, out.content) == ("Hmm.", "Checking.")
+    assert calls(out) == [("get_weather", {"city": "Paris"})]

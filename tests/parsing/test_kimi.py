@@ -165,3 +165,19 @@ def test_k3_call_element_without_a_tool_name_is_not_a_call() -> None:
     text = "<|open|>call<|sep|>x<|close|>call<|sep|>"
     out = parse_all_ways(text, "kimi_k3", prompt_suffix=K3_RESPONSE)
     assert (out.content, out.tool_calls) == ("<|open|>call<|sep|>x<|close|>call<|sep|>", [])
+
+
+def test_k2_reasoning_after_calls_inside_think_stays_reasoning() -> None:
+    section = (
+        "<|tool_calls_section_begin|>"
+        + _k2_call("functions.get_weather:0", '{"city": "Paris"}')
+        + "<|tool_calls_section_end|>"
+    )
+    for fmt in ("kimi_k2", "kimi_k2_thinking"):
+        out = parse_all_ways("<think>Plan. " + section + "More thought.</think>Answer.", fmt)
+        assert out.reasoning == "Plan. More thought."
+        assert out.content == "Answer."
+        assert calls(out) == [("get_weather", {"city": "Paris"})]
+        # No </think> after the calls: what follows them is the answer.
+        out = parse_all_ways("<think>Plan. " + section + "The answer.", fmt)
+        assert (out.reasoning, out.content) == ("Plan. ", "The answer.")

@@ -119,3 +119,9 @@ class TextSink:
             body = self._pending_ws + body
         self._pending_ws = tail
         out.append(self._kind(body))
+
+    def new_paragraph(self) -> None:
+        """What comes next is a new message: a blank line before it, if text came before
+        (nothing when no more visible text follows)."""
+        if self._started and self._pending_ws.count("\n") < 2:
+            self._pending_ws = "\n\n"

@@ -36,6 +36,9 @@ class ToolRegion:
     parse: BlockParse
     json_aware: bool = False
     """Ignore `close` inside JSON strings of the block (a marker in an argument is data)."""
+    strict: bool = True
+    """An invalid block is a `ParseFailure`. False for openers that ordinary text uses too
+    (an untagged code fence): such a block that holds no call is just content."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,6 +133,9 @@ class RegionParser(StreamParser):
         drop: markers removed wherever they appear in content (end-of-turn tokens, stray
             closers), so they never leak.
         strip: strip whitespace at both ends of content and of reasoning.
+        calls_end_reasoning: a tool-call opener inside reasoning ends the reasoning and
+            starts the call (Qwen3 with thinking on may call a tool without closing
+            `</think>`); the reasoning closer, if it comes later, is then dropped.
     """
 
     def __init__(
@@ -140,13 +146,15 @@ class RegionParser(StreamParser):
         start_in_reasoning: bool = False,
         drop: Sequence[str] = (),
         strip: bool = True,
+        calls_end_reasoning: bool = False,
     ) -> None:
         super().__init__()
         self._tools = {r.open: r for r in tools}
         self._reasoning = {r.open: r for r in reasoning}
         self._drop = frozenset(drop)
         self._content_scan = MarkerScanner([*self._tools, *self._reasoning, *self._drop])
-        self._close_scans = {r.close: MarkerScanner([r.close]) for r in reasoning}
+        openers = list(self._tools) if calls_end_reasoning else []
+        self._close_scans = {r.close: MarkerScanner([r.close, *openers]) for r in reasoning}
         self._content = TextSink(ContentDelta, strip=strip)
         self._thoughts = TextSink(ReasoningDelta, strip=strip)
         self._buf = ""
@@ -187,7 +195,8 @@ class RegionParser(StreamParser):
                 return out + self.finish(truncated=truncated)
             if calls is None:
                 self._content.write(region.open + inner, out)
-                self._failed("unfinished", region.open + inner, out)
+                if region.strict:
+                    self._failed("unfinished", region.open + inner, out)
             else:
                 for call in calls:
                     out.extend(self._call_events(call))
@@ -198,7 +207,8 @@ class RegionParser(StreamParser):
         if calls is None:
             text = region.open + inner + region.close
             self._content.write(text, out)
-            self._failed("invalid", text, out)
+            if region.strict:
+                self._failed("invalid", text, out)
         else:
             for call in calls:
                 out.extend(self._call_events(call))
@@ -232,8 +242,13 @@ class RegionParser(StreamParser):
                     self._buf = text[safe:]
                     return
                 self._thoughts.write(text[pos : m.start()], out)
-                pos = m.end()
+                marker, pos = m.group(), m.end()
                 self._mode = _CONTENT
+                region = self._tools.get(marker)
+                if region is not None:  # a call ends a reasoning block never closed
+                    self._region = region
+                    self._body = _Body(region.close, region.json_aware)
+                    self._mode = _TOOL
             else:
                 assert self._region is not None
                 assert self._body is not None

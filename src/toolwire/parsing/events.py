@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -78,6 +78,10 @@ class ParsedToolCall:
     arguments: dict[str, Any]
     arguments_json: str
     """The arguments as compact JSON text; `json.loads(arguments_json) == arguments`."""
+    offered: bool | None = None
+    """Whether a tool of this name was offered (`None`: no tools were given to check).
+    A call to a tool that was not offered is still returned (a runner answers it with
+    `unknown_tool`, so the model can correct itself); a gateway may drop it instead."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,8 +93,11 @@ class ParsedOutput:
     """Calls the output opened but did not write validly (their text is in `content`)."""
 
 
-def assemble(events: Iterable[ParseEvent]) -> ParsedOutput:
-    """Fold a sequence of events into the `ParsedOutput` they describe."""
+def assemble(events: Iterable[ParseEvent], offered: Set[str] | None = None) -> ParsedOutput:
+    """Fold a sequence of events into the `ParsedOutput` they describe.
+
+    `offered`: the names of the tools offered, to mark each call's `offered`.
+    """
     content: list[str] = []
     reasoning: list[str] = []
     starts: dict[int, ToolCallStart] = {}
@@ -114,7 +121,11 @@ def assemble(events: Iterable[ParseEvent]) -> ParsedOutput:
         parsed = loads(text)
         calls.append(
             ParsedToolCall(
-                id=starts[index].id, name=starts[index].name, arguments=parsed, arguments_json=text
+                id=starts[index].id,
+                name=starts[index].name,
+                arguments=parsed,
+                arguments_json=text,
+                offered=None if offered is None else starts[index].name in offered,
             )
         )
     return ParsedOutput(

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import cast
 
-from toolwire.parsing._base import StreamParser, ToolSpecs
+from toolwire.parsing._base import StreamParser, ToolSpecs, tool_names
 from toolwire.parsing.events import ParsedOutput, assemble
 
 __all__ = [
@@ -149,4 +149,4 @@ def parse_output(
     parser = parser_for(model, tools, format=format, prompt_suffix=prompt_suffix)
     events = parser.feed(text)
     events += parser.finish(truncated=truncated)
-    return assemble(events)
+    return assemble(events, tool_names(tools) if tools is not None else None)

@@ -57,6 +57,10 @@ class _SectionParser(MarkerMachine):
         self._state = _REASONING if prompt_suffix.rstrip().endswith(THINK_OPEN) else _CONTENT
         self._gap: list[str] = []  # whitespace between calls, dropped unless text follows
         self._raw: list[str] = []  # the current call as written, from its open marker
+        # A failed call's text goes back as content with the section's markers around it
+        # (never half the markup): the opener until a call succeeds, then the closer.
+        self._section_opener = ""
+        self._section_failed = False
         self._base_scanners = {
             _CONTENT: MarkerScanner(
                 [*self.SECTION_OPENS, THINK_OPEN, THINK_CLOSE, END_OF_SENTENCE]
@@ -113,6 +117,8 @@ class _SectionParser(MarkerMachine):
         if state == _CONTENT:
             if marker in self.SECTION_OPENS:
                 self._state = _SECTION
+                self._section_opener = marker
+                self._section_failed = False
             elif marker == THINK_OPEN:
                 self._state = _REASONING
             # a stray </think> or end-of-sentence token is dropped
@@ -125,6 +131,8 @@ class _SectionParser(MarkerMachine):
                 self._raw = [marker]
                 self._begin_call(marker)
             else:
+                if self._section_failed:
+                    self._content.write(marker, out)
                 self._state = _CONTENT
         else:
             self._raw.append(marker)
@@ -137,9 +145,14 @@ class _SectionParser(MarkerMachine):
         raw, self._raw = self._raw, []
         if call is not None:
             out.extend(self._call_events(call))
+            self._section_opener = ""
         else:
-            self._content.write("".join(raw), out)
-            self._failed("invalid", "".join(raw), out)
+            text = self._section_opener + "".join(raw)
+            # The closer goes back too only when the opener did: a pair, never half.
+            self._section_failed = self._section_failed or bool(self._section_opener)
+            self._section_opener = ""
+            self._content.write(text, out)
+            self._failed("invalid", text, out)
         self._state = _CONTENT if section_closed else _SECTION
 
     # -- the end of output

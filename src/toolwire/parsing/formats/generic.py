@@ -8,6 +8,11 @@
   It is a call only when it is the entire message (whitespace aside); text around it,
   partial or invalid JSON make it ordinary content.
 
+`pre_json` and `json_fence` are lenient, since prompted models drift off the taught
+syntax: they also take `<tool>{"name", "arguments"}</tool>` and
+`<function=NAME>{arguments}</function>`, and `json_fence` an untagged fence (a call when
+it holds one, else an ordinary code block).
+
 All of them accept a leading `<think>` block (or a pre-filled one) as reasoning.
 """
 
@@ -301,6 +306,29 @@ class _ThinkFirst(StreamParser):
 # ----------------------------------------------------------------------------- factory
 
 
+def _parse_function_block(inner: str, closed: bool, truncated: bool) -> list[RawCall] | None:
+    """`<function=NAME>{arguments}</function>` (Llama 4 and Qwen3-Coder habits)."""
+    if truncated:
+        return []
+    name, sep, body = inner.partition(">")
+    name = name.strip()
+    if not sep or not name or any(c.isspace() or c in "<{" for c in name):
+        return None
+    body = body.strip()
+    try:
+        arguments = loads(body) if body else {}
+    except ValueError:
+        return None
+    return [RawCall(name, arguments)] if isinstance(arguments, dict) else None
+
+
+_LENIENT = (
+    # Off-format wrappers prompted models drift into; recognised in every generic format.
+    ToolRegion(open="<tool>", close="</tool>", parse=_parse_block, json_aware=True),
+    ToolRegion(open="<function=", close="</function>", parse=_parse_function_block),
+)
+
+
 def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:
     thinking = prompt_suffix.rstrip().endswith(THINK.open)
     if name == "json":
@@ -312,10 +340,14 @@ def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser
             ToolRegion(open=opener, close="```", parse=_parse_block, json_aware=True)
             for opener in ("```json", "```JSON")
         ]
+        # An untagged fence is a call when it holds one; any other code block is content.
+        regions.append(
+            ToolRegion(open="```\n", close="```", parse=_parse_block, json_aware=True, strict=False)
+        )
     else:
         regions = [ToolRegion(open="<pre>", close="</pre>", parse=_parse_block, json_aware=True)]
     return RegionParser(
-        tools=regions,
+        tools=[*regions, *_LENIENT],
         reasoning=[THINK],
         start_in_reasoning=thinking,
         drop=[THINK.close],

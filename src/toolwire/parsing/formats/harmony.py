@@ -156,6 +156,8 @@ class HarmonyParser(MarkerMachine):
         elif channel == "analysis":
             self._state = _REASONING
         elif channel in ("final", "commentary", ""):
+            # A preamble and the final answer are two messages: keep them apart.
+            self._content.new_paragraph()
             self._state = _CONTENT
         else:
             self._state = _SKIP

@@ -68,4 +68,5 @@ def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser
         reasoning=[THINK],
         start_in_reasoning=prompt_suffix.rstrip().endswith("<think>"),
         drop=_DROP,
+        calls_end_reasoning=True,
     )

@@ -32,6 +32,7 @@ from typing import Any, Literal
 from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
 from toolwire.parsing._json import loads_object
 from toolwire.parsing._scan import MarkerScanner
+from toolwire.parsing.events import ParseEvent
 from toolwire.parsing.formats._cursor import WAIT, CursorParser
 from toolwire.parsing.formats._schema import ArgSchemas, coerce, types_of
 
@@ -46,6 +47,7 @@ CALL_BEGIN, ARGS_BEGIN, CALL_END = (
 _DROP = (THINK_CLOSE, SECTION_END, "<|im_end|>")
 
 _SECTION_SCAN = MarkerScanner([CALL_BEGIN, SECTION_END])
+_AFTER_CALLS_SCAN = MarkerScanner([THINK_CLOSE, SECTION_BEGIN, CALL_BEGIN])
 _CALL_END_SCAN = MarkerScanner([CALL_END])
 _OUTSIDE_STRING = re.compile('"|' + re.escape(CALL_END))
 _IN_STRING = re.compile(r'["\\]')
@@ -72,10 +74,21 @@ class KimiK2Parser(CursorParser):
         self._id = ""
         self._in_string = False
         self._escape = False
+        self._in_thought = False  # the current block was opened inside reasoning
+        self._held: list[str] = []
+
+    def finish(self, *, truncated: bool = False) -> list[ParseEvent]:
+        out = super().finish(truncated=truncated)
+        if self._held:
+            # No `</think>` came after the calls: what followed them was the answer.
+            held, self._held = "".join(self._held), []
+            self._content.write(held, out)
+        return out
 
     def _on_content_marker(self, m: re.Match[str]) -> bool:
         marker = m.group()
         if marker in (SECTION_BEGIN, CALL_BEGIN):
+            self._in_thought = False
             self._open(marker, m)
             return True
         self._pos = m.end()
@@ -86,12 +99,33 @@ class KimiK2Parser(CursorParser):
     def _on_reasoning_marker(self, m: re.Match[str]) -> bool:
         marker = m.group()
         if marker in (SECTION_BEGIN, CALL_BEGIN):
-            # Calls the model began without closing its reasoning end it.
+            # K2-Thinking calls tools inside `<think>` and may think on after them.
+            self._in_thought = True
             self._open(marker, m)
             return True
         self._pos = m.end()
         if marker == THINK_CLOSE:
             self._state = self._content_state
+        return True
+
+    def _close_block(self) -> None:
+        super()._close_block()
+        if self._in_thought:
+            self._state = self._after_calls_in_thought
+
+    def _after_calls_in_thought(self) -> bool:
+        """Text after calls made inside `<think>`: more reasoning if a `</think>` follows,
+        else (the output ends first) the answer; held until that is known."""
+        m = self._scan(_AFTER_CALLS_SCAN, self._held.append)
+        if m is None:
+            return False
+        held, self._held = "".join(self._held), []
+        self._write_reasoning(held)
+        if m.group() == THINK_CLOSE:
+            self._pos = m.end()
+            self._state = self._content_state
+            return True
+        self._open(m.group(), m)
         return True
 
     def _open(self, marker: str, m: re.Match[str]) -> None:
