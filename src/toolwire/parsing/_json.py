@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
+from pydantic_core import from_json
 
 __all__ = ["JsonEndScanner", "dumps", "loads", "loads_object"]
 
@@ -15,22 +15,22 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-# A run of 19+ digits may be an integer beyond 64 bits, which orjson turns into a float
-# (losing digits); the standard library keeps it exact.
-_LONG_DIGITS = re.compile(r"\d{19}")
-
-
 def loads(text: str) -> Any:
-    """Parse strict JSON (no NaN/Infinity); raises ValueError when it is not."""
-    if _LONG_DIGITS.search(text) is None:
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
+    """Parse strict JSON (no NaN/Infinity); raises ValueError when it is not.
+
+    pydantic-core's parser: as fast as orjson, and exact for integers beyond 64 bits
+    (orjson turns them into floats, losing digits).
+    """
+    try:
+        return from_json(text, allow_inf_nan=False)
+    except ValueError:
+        if "\\ud" not in text and "\\uD" not in text:
+            raise
+    # A lone surrogate escape ("\\ud800") is JSON the standard library accepts and
+    # pydantic-core refuses; keep such an argument rather than lose the call.
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
-        # Nesting deeper than the interpreter's stack is not JSON any model means.
         raise ValueError("JSON nested too deeply") from None
 
 
