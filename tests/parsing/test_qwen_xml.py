@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from streaming import calls, parse_all_ways
 
 from toolwire.parsing import ToolCallStart, format_for, parser_for
@@ -172,3 +173,645 @@ def test_big_numbers_are_kept_exact_and_overflow_stays_text() -> None:
     text = _call("set", hour="123456789012345678901", volume="1e999")
     out = parse_all_ways(text, FMT, tools=TOOLS)
     assert calls(out) == [("set", {"hour": 123456789012345678901, "volume": "1e999"})]
+
+
+# ---------------------------------------------------------------------------------------
+# Cases other engines test, rewritten as ours. Each text is parsed whole and in every split
+# (per character, every two-piece cut, seeded random pieces): all must agree.
+#
+#   vLLM:      tests/tool_parsers/test_qwen3coder_tool_parser.py,
+#              test_qwen3_xml_coder_shared.py, test_qwen36_bugs.py
+#   SGLang:    test/registered/function_call/test_qwen3_coder_detector/
+#   llama.cpp: the Qwen3-Coder block of tests/test-chat.cpp
+# ---------------------------------------------------------------------------------------
+
+
+def _props(**props: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": props}
+
+
+def _fn(name: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": parameters}}
+
+
+ENGINE_TOOLS = [
+    _fn(
+        "get_current_weather",
+        _props(
+            city={"type": "string"},
+            state={"type": "string"},
+            unit={"type": "string", "enum": ["fahrenheit", "celsius"]},
+            location={"type": "string"},
+            days={"type": "integer"},
+        ),
+    ),
+    _fn(
+        "calculate_area",
+        _props(
+            shape={"type": "string"}, dimensions={"type": "object"}, precision={"type": "integer"}
+        ),
+    ),
+    _fn(
+        "test_types",
+        _props(
+            int_param={"type": "integer"},
+            float_param={"type": "float"},  # not a JSON Schema type; vLLM's test uses it
+            bool_param={"type": "boolean"},
+            str_param={"type": "string"},
+            obj_param={"type": "object"},
+        ),
+    ),
+    _fn("write_file", _props(path={"type": "string"}, content={"type": "string"})),
+    _fn("pick", _props(items={"type": "array"})),
+    _fn("search", _props(query={"type": "string"})),
+    _fn("set_code", _props(code={"anyOf": [{"type": "string"}, {"type": "null"}]})),
+    _fn("set_count", _props(count={"anyOf": [{"type": "integer"}, {"type": "null"}]})),
+    _fn("update_record", _props(data={"anyOf": [{"type": "object"}, {"type": "null"}]})),
+    _fn(
+        "test_anyof",
+        _props(
+            anyof_int={"anyOf": [{"type": "integer"}, {"type": "null"}], "default": 5},
+            anyof_str={"anyOf": [{"type": "string"}, {"type": "null"}]},
+            anyof_array={
+                "anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]
+            },
+            anyof_obj={"anyOf": [{"type": "object"}, {"type": "null"}]},
+            type_as_array={"type": ["integer", "null"]},
+            multi_non_null={"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
+        ),
+    ),
+    _fn("process", _props(name={"type": "string"}, data={"type": "object"})),
+    _fn("sql_interpreter", _props(query={"type": "string"}, dry_run={"type": "boolean"})),
+    _fn(
+        "TodoWrite",
+        _props(
+            todos={
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"content": {"type": "string"}, "status": {"type": "string"}},
+                },
+            }
+        ),
+    ),
+    _fn(
+        "get_current_time",
+        _props(
+            cities={"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]}
+        ),
+    ),
+    _fn(
+        "process_optional_list",
+        _props(
+            items={
+                "anyOf": [
+                    {"anyOf": [{"type": "null"}, {"anyOf": [{"type": "array"}, {"type": "null"}]}]},
+                    {"type": "null"},
+                ]
+            }
+        ),
+    ),
+    _fn("special_function", _props(arg1={"type": "integer"})),
+    _fn(
+        "complex_function",
+        _props(
+            name={"type": "string"},
+            age={"type": "integer"},
+            active={"type": "boolean"},
+            score={"type": "number"},
+            config={"type": "object"},
+            items={"type": "array"},
+            optional_param={"type": "null"},
+            negative={"type": "integer"},
+            decimal={"type": "number"},
+            scientific={"type": "number"},
+        ),
+    ),
+    _fn("text_function", _props(text={"type": "string"}, code={"type": "string"})),
+]
+
+WEATHER_DALLAS = (
+    "<tool_call>\n<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n"
+    "<parameter=state>\nTX\n</parameter>\n<parameter=unit>\nfahrenheit\n</parameter>\n"
+    "</function>\n</tool_call>"
+)
+DALLAS = ("get_current_weather", {"city": "Dallas", "state": "TX", "unit": "fahrenheit"})
+
+
+def _engine(
+    text: str, tools: Any = ENGINE_TOOLS, **kw: Any
+) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
+    out = parse_all_ways(text, FMT, tools=tools, **kw)
+    return out.content, calls(out)
+
+
+# --- vLLM: basic extraction (single, with content, multi-line JSON, parallel, typed) ---
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "expected"),
+    [
+        (WEATHER_DALLAS, None, [DALLAS]),
+        (
+            "Sure! Let me check the weather for you." + WEATHER_DALLAS,
+            "Sure! Let me check the weather for you.",
+            [DALLAS],
+        ),
+        (
+            "<tool_call>\n<function=calculate_area>\n<parameter=shape>\nrectangle\n</parameter>\n"
+            '<parameter=dimensions>\n{"width": 10, \n "height": 20}\n</parameter>\n'
+            "<parameter=precision>\n2\n</parameter>\n</function>\n</tool_call>",
+            None,
+            [
+                (
+                    "calculate_area",
+                    {
+                        "shape": "rectangle",
+                        "dimensions": {"width": 10, "height": 20},
+                        "precision": 2,
+                    },
+                )
+            ],
+        ),
+        (
+            WEATHER_DALLAS + "\n" + WEATHER_DALLAS.replace("Dallas", "Orlando").replace("TX", "FL"),
+            None,
+            [
+                DALLAS,
+                ("get_current_weather", {"city": "Orlando", "state": "FL", "unit": "fahrenheit"}),
+            ],
+        ),
+        (
+            "Let me calculate that area for you.<tool_call>\n<function=calculate_area>\n"
+            "<parameter=shape>\ncircle\n</parameter>\n"
+            '<parameter=dimensions>\n{"radius": 15.5}\n</parameter>\n'
+            "<parameter=precision>\n3\n</parameter>\n</function>\n</tool_call>",
+            "Let me calculate that area for you.",
+            [
+                (
+                    "calculate_area",
+                    {"shape": "circle", "dimensions": {"radius": 15.5}, "precision": 3},
+                )
+            ],
+        ),
+        ("This is a test without tools", "This is a test without tools", []),
+    ],
+    ids=["single", "with-content", "multiline-json", "parallel", "typed", "no-tools"],
+)
+def test_vllm_extraction(text: str, content: str | None, expected: list[Any]) -> None:
+    assert _engine(text) == (content, expected)
+
+
+def test_vllm_fallback_without_any_tool_call_tags() -> None:
+    text = (
+        "<function=get_current_weather>\n<parameter=city>\nDallas\n</parameter>\n"
+        "<parameter=state>\nTX\n</parameter>\n</function>"
+    )
+    assert _engine(text) == (None, [("get_current_weather", {"city": "Dallas", "state": "TX"})])
+
+
+def test_vllm_type_conversion() -> None:
+    text = (
+        "<tool_call>\n<function=test_types>\n<parameter=int_param>\n42\n</parameter>\n"
+        "<parameter=float_param>\n3.14\n</parameter>\n<parameter=bool_param>\ntrue\n</parameter>\n"
+        "<parameter=str_param>\nhello world\n</parameter>\n"
+        '<parameter=obj_param>\n{"key": "value"}\n</parameter>\n</function>\n</tool_call>'
+    )
+    args = {
+        "int_param": 42,
+        "float_param": 3.14,
+        "bool_param": True,
+        "str_param": "hello world",
+        "obj_param": {"key": "value"},
+    }
+    assert _engine(text) == (None, [("test_types", args)])
+
+
+def test_vllm_object_written_as_a_python_repr() -> None:
+    text = (
+        "<tool_call>\n<function=test_types>\n<parameter=obj_param>\n{'key': 'value'}\n"
+        "</parameter>\n</function>\n</tool_call>"
+    )
+    assert _engine(text) == (None, [("test_types", {"obj_param": {"key": "value"}})])
+
+
+def test_vllm_object_double_encoded_as_a_json_string_of_a_python_repr() -> None:
+    # A model trained on json.dumps(str(dict)) writes "{'key': 'value', 'n': 1}".
+    text = (
+        "<tool_call>\n<function=process>\n<parameter=name>\nhello\n</parameter>\n"
+        "<parameter=data>\n\"{'key': 'value', 'n': 1}\"\n</parameter>\n</function>\n</tool_call>\n"
+    )
+    assert _engine(text) == (
+        None,
+        [("process", {"name": "hello", "data": {"key": "value", "n": 1}})],
+    )
+
+
+def test_vllm_missing_close_parameter_with_content_before() -> None:
+    text = (
+        "Let me check the weather for you:\n<tool_call>\n<function=get_current_weather>\n"
+        "<parameter=city>\nDallas\n<parameter=state>\nTX\n</parameter>\n"
+        "<parameter=unit>\nfahrenheit\n</parameter>\n</function>\n</tool_call>"
+    )
+    assert _engine(text) == ("Let me check the weather for you:", [DALLAS])
+
+
+def test_vllm_whitespace_only_before_a_call_is_no_content() -> None:
+    assert _engine("\n\n" + WEATHER_DALLAS) == (None, [DALLAS])
+
+
+def test_vllm_function_name_without_closing_bracket_is_not_a_call() -> None:
+    bad = "<tool_call>\n<function=bad_func_no_gt\n</function>\n</tool_call>\n"
+    assert _engine(bad + WEATHER_DALLAS) == (
+        "<tool_call>\n<function=bad_func_no_gt\n</function>",
+        [DALLAS],
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"),
+    [
+        # A string parameter keeps "null"; a nullable one maps null and Python's None.
+        ("<function=search>\n<parameter=query>null</parameter>", {"query": "null"}),
+        ("<function=set_code>\n<parameter=code>42</parameter>", {"code": "42"}),
+        ("<function=set_code>\n<parameter=code>null</parameter>", {"code": None}),
+        ("<function=set_code>\n<parameter=code>None</parameter>", {"code": None}),
+        ("<function=set_count>\n<parameter=count>42</parameter>", {"count": 42}),
+        ("<function=set_count>\n<parameter=count>None</parameter>", {"count": None}),
+        (
+            '<function=update_record>\n<parameter=data>{"key": "value", "count": 42}</parameter>',
+            {"data": {"key": "value", "count": 42}},
+        ),
+        (
+            '<function=pick>\n<parameter=items>\n["a", "b", 1, true]\n</parameter>',
+            {"items": ["a", "b", 1, True]},
+        ),
+        ("<function=search>\n<parameter=query>hello world</parameter>", {"query": "hello world"}),
+    ],
+)
+def test_vllm_values_typed_by_the_schema(call: str, expected: dict[str, Any]) -> None:
+    text = f"<tool_call>\n{call}\n</function>\n</tool_call>"
+    assert _engine(text) == (None, [(call.split(">")[0][len("<function=") :], expected)])
+
+
+def test_vllm_anyof_and_type_lists() -> None:
+    text = (
+        "<tool_call>\n<function=test_anyof>\n<parameter=anyof_int>5</parameter>\n"
+        "<parameter=anyof_str>hello</parameter>\n"
+        '<parameter=anyof_array>["a", "b", "c"]</parameter>\n'
+        '<parameter=anyof_obj>{"key": "value"}</parameter>\n'
+        "<parameter=type_as_array>42</parameter>\n"
+        "<parameter=multi_non_null>some text</parameter>\n</function>\n</tool_call>"
+    )
+    args = {
+        "anyof_int": 5,
+        "anyof_str": "hello",
+        "anyof_array": ["a", "b", "c"],
+        "anyof_obj": {"key": "value"},
+        "type_as_array": 42,
+        "multi_non_null": "some text",
+    }
+    assert _engine(text) == (None, [("test_anyof", args)])
+
+
+def test_vllm_two_calls_and_trailing_text() -> None:
+    one = (
+        "<tool_call>\n<function=get_current_weather>\n<parameter=city>\nParis\n</parameter>\n"
+        "</function>\n</tool_call>"
+    )
+    text = one + "\n" + one.replace("Paris", "London") + "\nAll done!"
+    assert _engine(text) == (
+        "All done!",
+        [("get_current_weather", {"city": "Paris"}), ("get_current_weather", {"city": "London"})],
+    )
+
+
+def _write_file(content: str, path: str = "test.py") -> str:
+    return (
+        "<tool_call>\n<function=write_file>\n"
+        f"<parameter=path>\n{path}\n</parameter>\n"
+        f"<parameter=content>\n{content}</parameter>\n"
+        "</function>\n</tool_call>\n"
+    )
+
+
+# File contents that hold the format's own markup (a parser's test fixture, a chat template):
+# the value is kept whole and no argument or call is made of it.
+MARKUP_IN_VALUES = {
+    "tags-inside-lines": (
+        "char_deltas = [\n"
+        '    "<tool_call>\\n",\n'
+        '    "<parameter=query>\\n",\n'
+        '    "\\n</parameter>\\n",\n'
+        '    "</function>\\n",\n'
+        "]\n"
+    ),
+    "param-lines-of-an-unknown-name": (
+        'TOOL_CALL_TEMPLATE = """\n</parameter>\n<parameter=new_string>\n'
+        '#!/usr/bin/env python3\n</parameter>\n"""\n'
+    ),
+    "param-lines-of-a-real-name": 'doc = """\n<parameter=path>\nliteral/value\n</parameter>\n"""\n',
+    "a-whole-call": (
+        'doc = """\n<tool_call>\n<function=write_file>\n<parameter=path>\nliteral/value.txt\n'
+        "</parameter>\n<parameter=content>\nhello\n</parameter>\n</function>\n</tool_call>\n"
+        '"""\n'
+    ),
+    "a-call-of-another-tool": (
+        'template = """\n<tool_call>\n<function=foo>\n<parameter=bar>baz</parameter>\n'
+        '</function>\n</tool_call>\n"""\n'
+    ),
+    "a-call-at-the-very-end": (
+        "<tool_call>\n<function=write_file>\n<parameter=path>\nx\n</parameter>\n"
+        "</function>\n</tool_call>\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("content", MARKUP_IN_VALUES.values(), ids=MARKUP_IN_VALUES.keys())
+def test_vllm_markup_inside_a_value_is_data(content: str) -> None:
+    assert _engine(_write_file(content)) == (
+        None,
+        [("write_file", {"path": "test.py", "content": content[:-1]})],
+    )
+
+
+def test_vllm_markup_inside_the_value_of_a_second_call() -> None:
+    first = "<tool_call>\n<function=foo>\n<parameter=bar>baz</parameter>\n</function>\n</tool_call>"
+    content = MARKUP_IN_VALUES["a-call-of-another-tool"]
+    assert _engine(first + "\n\n" + _write_file(content)) == (
+        None,
+        [("foo", {"bar": "baz"}), ("write_file", {"path": "test.py", "content": content[:-1]})],
+    )
+
+
+def test_vllm_unrendered_jinja_function_name_is_not_a_call() -> None:
+    phantom = (
+        "<tool_call>\n<function={{ tc.name }}>\n<parameter={{ k }}>\n{{ v }}\n</parameter>\n"
+        "</function>\n</tool_call>\n\n"
+    )
+    assert _engine(phantom + _write_file("hello\n", path="out.txt")) == (
+        phantom.replace("\n</tool_call>", "").strip(),  # text again; a stray closer is dropped
+        [("write_file", {"path": "out.txt", "content": "hello"})],
+    )
+
+
+def test_vllm_inline_empty_tool_call_keeps_the_text_around_it() -> None:
+    text = (
+        "I'll show: <tool_call>example</tool_call>. Now real:\n"
+        "<tool_call>\n<function=search>\n<parameter=query>\nhi\n</parameter>\n</function>\n"
+        "</tool_call>"
+    )
+    # The block without a function is text again; its stray `</tool_call>` is dropped.
+    found = [("search", {"query": "hi"})]
+    assert _engine(text) == ("I'll show: <tool_call>example. Now real:", found)
+
+
+# --- SGLang ---
+
+
+def test_sglang_python_booleans_and_several_calls() -> None:
+    text = (
+        "<tool_call>\n<function=get_current_weather>\n<parameter=location>New York</parameter>\n"
+        "</function>\n</tool_call>\n<tool_call>\n<function=sql_interpreter>\n"
+        "<parameter=query>SELECT * FROM users</parameter>\n<parameter=dry_run>True</parameter>\n"
+        "</function>\n</tool_call>"
+    )
+    assert _engine(text) == (
+        None,
+        [
+            ("get_current_weather", {"location": "New York"}),
+            ("sql_interpreter", {"query": "SELECT * FROM users", "dry_run": True}),
+        ],
+    )
+
+
+def test_sglang_arrays_nullable_and_nested_anyof() -> None:
+    todos = (
+        '[\n  {"content": "Buy groceries", "status": "pending"},\n'
+        '  {"content": "Finish report", "status": "completed"}\n]'
+    )
+    text = (
+        f"<tool_call>\n<function=TodoWrite>\n<parameter=todos>\n{todos}\n</parameter>\n"
+        "</function>\n</tool_call>\n"
+        '<tool_call>\n<function=get_current_time>\n<parameter=cities>\n["NYC"]\n</parameter>\n'
+        "</function>\n</tool_call>\n"
+        "<tool_call>\n<function=get_current_time>\n<parameter=cities>\nnull\n</parameter>\n"
+        "</function>\n</tool_call>\n"
+        "<tool_call>\n<function=process_optional_list>\n<parameter=items>\n"
+        '[true, null, {"enabled": false}]\n</parameter>\n</function>\n</tool_call>'
+    )
+    assert _engine(text) == (
+        None,
+        [
+            (
+                "TodoWrite",
+                {
+                    "todos": [
+                        {"content": "Buy groceries", "status": "pending"},
+                        {"content": "Finish report", "status": "completed"},
+                    ]
+                },
+            ),
+            ("get_current_time", {"cities": ["NYC"]}),
+            ("get_current_time", {"cities": None}),
+            ("process_optional_list", {"items": [True, None, {"enabled": False}]}),
+        ],
+    )
+
+
+def test_sglang_empty_value_and_special_characters() -> None:
+    text = (
+        "<tool_call>\n<function=get_current_weather>\n<parameter=location></parameter>\n"
+        "</function>\n</tool_call>\n<tool_call>\n<function=sql_interpreter>\n"
+        "<parameter=query>SELECT * FROM users WHERE name = 'John \"Doe\"'</parameter>\n"
+        "</function>\n</tool_call>"
+    )
+    assert _engine(text) == (
+        None,
+        [
+            ("get_current_weather", {"location": ""}),
+            ("sql_interpreter", {"query": "SELECT * FROM users WHERE name = 'John \"Doe\"'"}),
+        ],
+    )
+
+
+def test_sglang_every_close_parameter_missing() -> None:
+    text = (
+        "Text prefix + implicit parameter close test\n\n<function=get_current_weather>\n"
+        "<parameter=location>Paris\n<parameter=unit>celsius\n<parameter=days>3\n</function>"
+    )
+    assert _engine(text) == (
+        "Text prefix + implicit parameter close test",
+        [("get_current_weather", {"location": "Paris", "unit": "celsius", "days": 3})],
+    )
+
+
+def test_sglang_bare_functions_one_after_another() -> None:
+    text = (
+        "Text prefix + double tool call test\n\n<function=get_current_weather>\n"
+        "<parameter=location>New York</parameter>\n</function>\n<function=sql_interpreter>\n"
+        "<parameter=query>SELECT * FROM users</parameter>\n<parameter=dry_run>True</parameter>\n"
+        "</function>\n"
+    )
+    assert _engine(text) == (
+        "Text prefix + double tool call test",
+        [
+            ("get_current_weather", {"location": "New York"}),
+            ("sql_interpreter", {"query": "SELECT * FROM users", "dry_run": True}),
+        ],
+    )
+
+
+def test_sglang_array_mixing_json_and_python_quotes() -> None:
+    text = (
+        "Text prefix + complex schema tool call test\n\n<function=TodoWrite>\n<parameter=todos>\n"
+        '[\n {"content": "Buy a new car", "status": \'pending\'},\n'
+        ' {"content": "Buy a new house", "status": "completed"}\n]\n</parameter>\n</function>\n\n'
+    )
+    assert _engine(text) == (
+        "Text prefix + complex schema tool call test",
+        [
+            (
+                "TodoWrite",
+                {
+                    "todos": [
+                        {"content": "Buy a new car", "status": "pending"},
+                        {"content": "Buy a new house", "status": "completed"},
+                    ]
+                },
+            )
+        ],
+    )
+
+
+def test_sglang_unfinished_call_at_the_end_is_not_a_call() -> None:
+    text = "<tool_call>\n<function=get_current_weather>\n<parameter=location>London"
+    assert _engine(text) == (text, [])
+    assert _engine(text, truncated=True) == (None, [])
+
+
+# --- llama.cpp ---
+
+
+def test_llamacpp_spaces_between_the_tags() -> None:
+    text = (
+        " <tool_call>\n<function=special_function> <parameter=arg1>1\n</parameter>\n"
+        "</function> </tool_call>\n\n\n"
+    )
+    assert _engine(text) == (None, [("special_function", {"arg1": 1})])
+
+
+def _indented(fn: str, /, **params: str) -> str:
+    body = "".join(f"    <parameter={k}>\n      {v}\n    </parameter>\n" for k, v in params.items())
+    return f"<tool_call>\n  <function={fn}>\n{body}  </function>\n</tool_call>"
+
+
+def test_llamacpp_indented_layout_typed_values() -> None:
+    text = _indented(
+        "complex_function",
+        age="30",
+        active="true",
+        score="95.5",
+        config='{"host": "localhost", "port": 8080, "ssl": false}',
+        items='["apple", "banana", "cherry"]',
+        optional_param="null",
+        negative="-42",
+        decimal="-3.14",
+        scientific="1.23e-4",
+    )
+    args = {
+        "age": 30,
+        "active": True,
+        "score": 95.5,
+        "config": {"host": "localhost", "port": 8080, "ssl": False},
+        "items": ["apple", "banana", "cherry"],
+        "optional_param": None,
+        "negative": -42,
+        "decimal": -3.14,
+        "scientific": 1.23e-4,
+    }
+    assert _engine(text) == (None, [("complex_function", args)])
+
+
+def test_llamacpp_indented_layout_string_keeps_its_indentation() -> None:
+    # llama.cpp strips all whitespace around a string value ("John Doe"); vLLM, SGLang and
+    # toolwire take only one newline on each side as markup (docs/parsing.md).
+    text = _indented("complex_function", name="John Doe")
+    assert _engine(text) == (None, [("complex_function", {"name": "      John Doe\n    "})])
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        'def hello():\n    print("Hello, World!")\n    return True',
+        "line1\n\tindented line\n    spaces",
+        "Line1\nLine2\tTabbed\rCarriage return",
+        "Hello 世界! 🌍 Special chars: @#$%^&*()",
+        "<root><level1><level2><level3>deep content</level3></level2></level1></root>",
+        "<script>alert('xss')</script><img src=x onerror=alert(1)>",
+        "SELECT * FROM users WHERE id = 1; DROP TABLE users; --",
+        'She said "Hello!" and left.',
+    ],
+)
+def test_llamacpp_string_values_are_verbatim(value: str) -> None:
+    text = _call("text_function", text=value)
+    assert _engine(text) == (None, [("text_function", {"text": value})])
+
+
+def test_llamacpp_compact_form_and_big_integers() -> None:
+    text = (
+        "<tool_call><function=text_function><parameter=code>value</parameter></function>"
+        "</tool_call><tool_call><function=special_function><parameter=arg1>"
+        "999999999999999999999999999999999999999999999999999999999999</parameter></function>"
+        "</tool_call>"
+    )
+    assert _engine(text) == (
+        None,
+        [
+            ("text_function", {"code": "value"}),
+            (
+                "special_function",
+                {"arg1": 999999999999999999999999999999999999999999999999999999999999},
+            ),
+        ],
+    )
+
+
+# --- toolwire's own rules around those cases ---
+
+
+def test_a_parameter_the_tool_does_not_declare_is_still_a_parameter() -> None:
+    # `</parameter>` then an undeclared name is not known structure when read, but nothing
+    # ends the value later, so it ends there after all.
+    text = _call("write", path="a.txt", mode="w")
+    assert _engine(text, tools=TOOLS) == (None, [("write", {"path": "a.txt", "mode": "w"})])
+
+
+def test_a_literal_opener_without_its_close_stays_in_the_value() -> None:
+    content = "Write\n<parameter=NAME> to open a parameter."
+    assert _engine(_write_file(content + "\n")) == (
+        None,
+        [("write_file", {"path": "test.py", "content": content})],
+    )
+
+
+def test_several_calls_all_missing_close_parameter() -> None:
+    one = (
+        "<function=write_file>\n<parameter=path>\n{0}\n<parameter=content>\nline {0}\n</function>\n"
+    )
+    text = "".join(one.format(i) for i in range(3))
+    assert _engine(text) == (
+        None,
+        [("write_file", {"path": str(i), "content": f"line {i}"}) for i in range(3)],
+    )
+
+
+def test_cut_off_after_a_missing_close_parameter_keeps_no_unfinished_call() -> None:
+    text = (
+        _write_file("ok\n", path="a")
+        + "<tool_call>\n<function=write_file>\n<parameter=path>\nb\n<parameter=content>\nrm -rf /"
+    )
+    assert _engine(text, truncated=True) == (
+        None,
+        [("write_file", {"path": "a", "content": "ok"})],
+    )

@@ -220,6 +220,23 @@ class CursorParser(StreamParser):
             return -1
         return WAIT
 
+    def _unread(self, text: str) -> None:
+        """Put `text`, the last characters consumed, back in front of the cursor.
+
+        For a state that read on speculatively and must read that text again another way.
+        A block's raw text (what a failed block gives back) stays exactly what was read.
+        """
+        n = len(text)
+        if n <= self._pos - (self._mark if self._in_block else 0):
+            self._pos -= n
+            return
+        if self._in_block:
+            raw = "".join(self._raw) + self._buf[self._mark : self._pos]
+            self._raw[:] = [raw[: len(raw) - n]]
+            self._mark = 0
+        self._buf = text + self._buf[self._pos :]
+        self._pos = 0
+
     # ------------------------------------------------------------------ blocks
 
     def _open_block(self, state: State, start: int, end: int) -> None:

@@ -8,6 +8,7 @@ each value's type up here.
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 from collections.abc import Collection, Iterable, Mapping
@@ -75,12 +76,52 @@ def _json(text: str, kinds: Collection[str]) -> tuple[bool, Any]:
     return False, None
 
 
-def coerce(text: str, types: Collection[str] | None) -> Any:
+def _plain(value: Any) -> Any:
+    """`value` (from `ast.literal_eval`) as JSON data; ValueError when it has no JSON form."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+    elif isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    elif isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: _plain(v) for k, v in value.items()}
+    raise ValueError("not JSON data")
+
+
+def _python_container(text: str, kinds: Collection[str]) -> tuple[bool, Any]:
+    """An object or array written as a Python literal (`{'k': 'v'}`, `True`), or as a JSON
+    string holding one (`"{'k': 'v'}"`, from templates that ran `json.dumps(str(dict))`)."""
+    try:
+        inner = loads(text)
+    except ValueError:
+        inner = None
+    if isinstance(inner, str):
+        text = inner.strip()
+        ok, value = _json(text, kinds)
+        if ok:
+            return ok, value
+    if text[:1] not in ("{", "["):
+        return False, None
+    try:
+        value = _plain(ast.literal_eval(text))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+    kind = _value_type(value)
+    return (True, value) if kind in kinds else (False, None)
+
+
+def coerce(text: str, types: Collection[str] | None, *, python: bool = False) -> Any:
     """The value `text` stands for, given the JSON types its schema allows.
 
     `types` None means the schema is unknown: valid JSON is taken as JSON, anything else
     stays a string. A value that fits none of the allowed types also stays the string the
     model wrote; schema validation downstream reports it.
+
+    `python` is for templates that print arguments with Python's `str()` (Qwen3-Coder,
+    Qwen3.5+): a nullable value written `None` is null even when a string is allowed, and
+    an object or array may be a Python literal, or a JSON string holding one.
     """
     if types is None:
         ok, value = _json(text.strip(), _TYPES)
@@ -88,7 +129,7 @@ def coerce(text: str, types: Collection[str] | None) -> Any:
     if not types or set(types) == {"string"}:
         return text
     s = text.strip()
-    if "null" in types and (s == "null" or (s == "None" and "string" not in types)):
+    if "null" in types and (s == "null" or (s == "None" and (python or "string" not in types))):
         return None
     if "boolean" in types and s.lower() in _BOOLEANS:
         # Qwen3.5/Qwen3-Coder templates write Python literals (`True`) for booleans.
@@ -101,6 +142,8 @@ def coerce(text: str, types: Collection[str] | None) -> Any:
             return value
     if {"object", "array"} & set(types):
         ok, value = _json(s, types)
+        if not ok and python:
+            ok, value = _python_container(s, types)
         if ok:
             return value
     return text
@@ -129,8 +172,14 @@ class ArgSchemas:
         found: set[str] = set()
         return found if _collect(props.get(key), found) else None
 
-    def coerce(self, tool: str, key: str, text: str) -> Any:
-        return coerce(text, self.types(tool, key))
+    def coerce(self, tool: str, key: str, text: str, *, python: bool = False) -> Any:
+        return coerce(text, self.types(tool, key), python=python)
+
+    def names(self, tool: str) -> frozenset[str] | None:
+        """The parameter names `tool` declares, or None when it declares none (or is
+        unknown)."""
+        props = self._params.get(tool)
+        return frozenset(props) if props else None
 
 
 def types_of(names: Iterable[str]) -> set[str]:

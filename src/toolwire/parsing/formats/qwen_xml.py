@@ -10,19 +10,31 @@
 
 Values are raw text: exactly one newline on each side is markup, strings are written
 verbatim (no escaping), other values as JSON (or Python literals in some templates), so
-the tool's schema decides their type. Because values are unescaped, a closer is only
-structure where the structure continues after it: `</parameter>` must be followed by
-another `<parameter=`, `</function>` or `</tool_call>`, and `</function>` by
-`</tool_call>`, another call or the end. Quirks handled, each seen from real models:
-a missing `</parameter>` (ended by the next `\\n<parameter=` or by `</function>`), a
-missing `<tool_call>` opener (`<function=` straight away), and a call written inside a
-reasoning block the model never closed (the call ends the reasoning).
+the tool's schema decides their type.
+
+Because values are unescaped, a value may hold the format's own markup (a model writing a
+parser's test fixture or a chat template to a file), so a value ends only where the
+structure plainly continues. Inside a value, a `<parameter=` at a line start opens a
+nested (literal) parameter that its own `</parameter>` closes. A `</parameter>` outside
+any nested one ends the value when `</function>`, `</tool_call>`, the end of the output,
+or a `<parameter=NAME>` of a parameter the tool declares and the call has not set yet
+follows it. Anything else stays in the value.
+
+Quirks handled, each seen from real models: a missing `</parameter>` (the value ends at
+the next `\\n<parameter=`, `</function>` or `</tool_call>`), a missing `<tool_call>` opener
+(`<function=` straight away), and a call written inside a reasoning block the model never
+closed (the call ends the reasoning). A missing `</parameter>` only shows when no proper
+end comes: the value is read on to the end of the output (or to a `</tool_call>` followed
+by the next `<tool_call>`), and if no `</parameter>` ended it, it is read again, ending at
+the first place where it could have ended (`_Candidate`). A model that left out a
+`</parameter>` once writes the rest of its output the same way, so from then on values end
+at the first such place straight away: the output is read at most about twice.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
 from toolwire.parsing._scan import MarkerScanner
@@ -33,13 +45,30 @@ TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
 FUNC_OPEN, FUNC_CLOSE = "<function=", "</function>"
 PARAM_OPEN, PARAM_CLOSE = "<parameter=", "</parameter>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-# A parameter opener at a line start ends a value whose `</parameter>` is missing.
+# A parameter opener at a line start: inside a value, a nested (literal) parameter, or the
+# next parameter after a missing `</parameter>`.
 NEXT_PARAM = "\n" + PARAM_OPEN
 
 _TURN_END = ("<|im_end|>", "<|endoftext|>")
 _DROP = (THINK_CLOSE, TOOL_CLOSE, "<|im_start|>", *_TURN_END)
-_VALUE_SCAN = MarkerScanner([PARAM_CLOSE, FUNC_CLOSE, NEXT_PARAM])
+_VALUE_SCAN = MarkerScanner([PARAM_CLOSE, FUNC_CLOSE, TOOL_CLOSE, NEXT_PARAM])
 _NAME_FORBID = "<\n"
+# Not in a real function name: an unrendered template (`<function={{ tc.name }}>`) or prose.
+_BAD_FUNCTION_NAME = re.compile(r"[\s{}<>\"']")
+_WS = " \t\r\n"
+# What follows a `</tool_call>` that ends a call, and a `</function>` that ends one.
+_NEXT_CALL = (TOOL_OPEN, *_TURN_END)
+_AFTER_FUNC_CLOSE = (TOOL_CLOSE, FUNC_OPEN, *_NEXT_CALL)
+_EOF = "$"
+"""What `_peek` returns when only whitespace is left at the end of the output."""
+
+
+class _Candidate(NamedTuple):
+    """The first place where the value being read could end, were its `</parameter>`
+    missing: an offset in the value's text and the marker found there."""
+
+    offset: int
+    marker: str
 
 
 class QwenXmlParser(CursorParser):
@@ -51,8 +80,16 @@ class QwenXmlParser(CursorParser):
         )
         self._schemas = ArgSchemas(tools)
         self._name = ""
+        self._names: frozenset[str] | None = None
         self._key = ""
         self._args: dict[str, Any] = {}
+        # The value being read: its length so far, how many literal parameters are open in
+        # it, and where it could have ended.
+        self._vlen = 0
+        self._depth = 0
+        self._cand: _Candidate | None = None
+        # A value of this output had to be read again: end values at their first candidate.
+        self._eager = False
 
     # ------------------------------------------------------------------ text
 
@@ -107,10 +144,11 @@ class QwenXmlParser(CursorParser):
         name = self._read_name()
         if name is WAIT:
             return False
-        if not name:
+        if not name or _BAD_FUNCTION_NAME.search(name):
             self._fail_block()
             return True
         self._name, self._args = name, {}
+        self._names = self._schemas.names(name)
         self._state = self._params
         return True
 
@@ -139,48 +177,132 @@ class QwenXmlParser(CursorParser):
             return True
         self._key = key
         self._parts.clear()
+        self._vlen = self._depth = 0
+        self._cand = None
         self._state = self._value
         return True
+
+    def _write_part(self, text: str) -> None:
+        if text:
+            self._parts.append(text)
+            self._vlen += len(text)
+
+    def _peek(self, j: int, options: tuple[str, ...]) -> tuple[str, int] | None:
+        """Which of `options` starts at `j` after whitespace, and where: ("", -1) for none,
+        (_EOF, -1) for only whitespace at the end of the output, WAIT when more input could
+        tell."""
+        buf, n, k = self._buf, len(self._buf), j
+        while k < n and buf[k] in _WS:
+            k += 1
+        if k == n:
+            return (_EOF, -1) if self._final else WAIT
+        for option in options:
+            if buf.startswith(option, k):
+                return option, k
+        rest = n - k
+        if self._undecided() and any(rest < len(o) and o.startswith(buf[k:]) for o in options):
+            return WAIT
+        return "", -1
+
+    def _name_at(self, j: int) -> str | None:
+        """The `NAME>` of a parameter opener whose name starts at `j` ("" when malformed)."""
+        k = self._find(j, ">", forbid=_NAME_FORBID)
+        if k is WAIT:
+            return WAIT
+        return self._buf[j:k].strip() if k >= 0 else ""
+
+    def _expected(self, key: str) -> bool:
+        """Whether a parameter `key` may come next in this call: declared by the tool (when
+        it declares any) and not set yet."""
+        return (
+            bool(key)
+            and key != self._key
+            and key not in self._args
+            and (self._names is None or key in self._names)
+        )
 
     def _value(self) -> bool:
         m = self._scan(_VALUE_SCAN, self._write_part)
         if m is None:
             return False
         marker, end = m.group(), m.end()
-        ok: bool | None
-        if marker == PARAM_CLOSE:
-            ok = self._follows(end, (PARAM_OPEN, FUNC_CLOSE, TOOL_CLOSE), eof=True)
-        elif marker == FUNC_CLOSE:
-            ok = self._follows(end, (TOOL_CLOSE, TOOL_OPEN, FUNC_OPEN, *_TURN_END), eof=True)
+        top = self._depth == 0
+        could_end = False
+        if marker == NEXT_PARAM:
+            if self._depth == 0 and self._cand is None:
+                key = self._name_at(end)
+                if key is WAIT:
+                    return False
+                could_end = self._expected(key)
+            self._depth += 1
+        elif marker == PARAM_CLOSE:
+            found = self._peek(end, (PARAM_OPEN, FUNC_CLOSE, TOOL_CLOSE))
+            if found is WAIT:
+                return False
+            nxt, at = found
+            proper = nxt in (FUNC_CLOSE, TOOL_CLOSE, _EOF)
+            if nxt == PARAM_OPEN:
+                key = self._name_at(at + len(PARAM_OPEN))
+                if key is WAIT:
+                    return False
+                proper = self._expected(key)
+                could_end = bool(key)
+            if proper and self._depth == 0:
+                # The value's own `</parameter>`.
+                self._pos = end
+                self._end_value(trailing_newline=True)
+                self._state = self._params
+                return True
+            could_end = could_end or proper
+            self._depth = max(0, self._depth - 1)
         else:
-            k = self._find(end, ">", forbid=_NAME_FORBID)
-            ok = WAIT if k is WAIT else k > end
-        if ok is WAIT:
-            return False
+            found = self._peek(end, _AFTER_FUNC_CLOSE if marker == FUNC_CLOSE else _NEXT_CALL)
+            if found is WAIT:
+                return False
+            nxt = found[0]
+            # A cut-off output that stops right after a closer does not show it was one.
+            could_end = bool(nxt) and not (nxt == _EOF and self._truncated)
+            if marker == TOOL_CLOSE and could_end and nxt != _EOF:
+                # `</tool_call>` and the next call (or the end of the turn): this value did
+                # not get its `</parameter>`; it ends at the first place it could have.
+                if self._cand is None:
+                    self._cand = _Candidate(self._vlen, marker)
+                self._reread()
+                return True
+        if could_end and self._cand is None:
+            self._cand = _Candidate(self._vlen, marker)
+            if self._eager and top:
+                self._reread()
+                return True
+        self._write_part(marker)
         self._pos = end
-        if not ok:
-            # Data that only looks like a closer: part of the value.
-            self._parts.append(marker)
-            return True
-        self._end_value(trailing_newline=marker != NEXT_PARAM)
-        if marker == PARAM_CLOSE:
-            self._state = self._params
-        elif marker == FUNC_CLOSE:
-            self._emit_call()
-            self._state = self._after_function
-        else:
-            self._state = self._param_name
         return True
+
+    def _reread(self) -> None:
+        """End the value at its first candidate end and read what followed again."""
+        assert self._cand is not None
+        offset, marker = self._cand
+        self._eager = True
+        text = "".join(self._parts)
+        self._unread(text[offset:])
+        self._parts[:] = [text[:offset]]
+        self._end_value(trailing_newline=marker != NEXT_PARAM)
+        if marker == NEXT_PARAM:
+            self._pos += 1  # the newline before `<parameter=` is markup
+        elif marker == PARAM_CLOSE:
+            self._pos += len(PARAM_CLOSE)
+        self._state = self._params
 
     def _end_value(self, *, trailing_newline: bool) -> None:
         value = "".join(self._parts)
         self._parts.clear()
+        self._cand = None
         # One newline on each side is markup (`<parameter=k>\nVALUE\n</parameter>`).
         if value.startswith("\n"):
             value = value[1:]
         if trailing_newline and value.endswith("\n"):
             value = value[:-1]
-        self._args[self._key] = self._schemas.coerce(self._name, self._key, value)
+        self._args[self._key] = self._schemas.coerce(self._name, self._key, value, python=True)
 
     def _after_function(self) -> bool:
         found = self._expect((TOOL_CLOSE, FUNC_OPEN))
@@ -204,6 +326,9 @@ class QwenXmlParser(CursorParser):
             # The output ended (not cut off) after a whole parameter: the call is complete.
             self._emit_call()
             self._close_block()
+        elif self._state == self._value and self._cand is not None:
+            # No `</parameter>` ended the value: it ends where it first could have.
+            self._reread()
         else:
             super()._at_eof()
 
