@@ -662,6 +662,8 @@ def _ratio(ours: float, theirs: float) -> str:
     if theirs <= 0 or math.isinf(theirs):
         return "—"
     value = ours / theirs
+    if value < 0.01:  # "1/2000" reads better than 0.000
+        return f"1/{1 / value:.0f}" if value > 0 else "—"
     return f"{value:.3f}" if value < 0.1 else f"{value:.2f}"
 
 
