@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from streaming import calls, parse_all_ways
 
@@ -156,3 +158,28 @@ def test_pythonic_absurd_nesting_degrades_to_content() -> None:
     text = "[f(a=" + "[" * 50_000 + "]" * 50_000 + ")]"
     out = parse_output(text, "meta-llama/Llama-4-Scout-17B-16E-Instruct")
     assert (out.content, out.tool_calls) == (text, [])
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "expected"),
+    [
+        (
+            'Here is the call: [get_weather(city="Paris")]',
+            "Here is the call:",
+            [("get_weather", {"city": "Paris"})],
+        ),
+        ('Sure.\n[get_weather(city="Paris")]', "Sure.", [("get_weather", {"city": "Paris"})]),
+        (
+            '[a link](x) then [get_weather(city="Rome"), get_time()] done',
+            "[a link](x) then  done",
+            [("get_weather", {"city": "Rome"}), ("get_time", {})],
+        ),
+        # Brackets that hold no call list are text, and never a parse failure.
+        ("see [1] for details", "see [1] for details", []),
+        ("x[foo()] is an index, not a call", "x[foo()] is an index, not a call", []),
+        ("use [f(x)] maybe", "use [f(x)] maybe", []),
+    ],
+)
+def test_pythonic_calls_after_prose(text: str, content: str, expected: list[Any]) -> None:
+    out = parse_all_ways(text, "pythonic")
+    assert (out.content, calls(out), out.failures) == (content, expected, [])

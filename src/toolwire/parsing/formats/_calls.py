@@ -81,6 +81,9 @@ class CallParser(StreamParser):
         bare_start: the characters that can begin a bare call (`{`, `[`).
         bare_again: separators (besides whitespace) after which another bare call may
             follow a finished call (`;` for Llama 3); empty: bare calls only at the start.
+        inline: markers that may start a call anywhere in content, unless they follow a
+            word character (`[` for pythonic calls after prose). Ordinary text uses them
+            too, so a block that is no call is plain content, never a `ParseFailure`.
         prompt_suffix: the end of the generation prompt; a reasoning opener it leaves open
             means the output starts inside reasoning.
     """
@@ -89,6 +92,7 @@ class CallParser(StreamParser):
         self,
         *,
         openers: Mapping[str, Callable[[], CallReader]],
+        inline: Mapping[str, Callable[[], CallReader]] | None = None,
         reasoning: Sequence[Reasoning] = (),
         drop: Sequence[str] = (),
         bare: Callable[[], CallReader] | None = None,
@@ -98,8 +102,10 @@ class CallParser(StreamParser):
     ) -> None:
         super().__init__()
         self._openers = dict(openers)
+        self._inline = dict(inline or {})
+        self._tail = ""  # the last character of content, to tell `x[f()]` from `: [f()]`
         self._reasoning = {r.open: r for r in reasoning}
-        self._scan = MarkerScanner([*self._openers, *self._reasoning, *drop])
+        self._scan = MarkerScanner([*self._openers, *self._inline, *self._reasoning, *drop])
         self._close_scans = {r.close: MarkerScanner([r.close]) for r in reasoning}
         self._content = TextSink(ContentDelta)
         self._thoughts = TextSink(ReasoningDelta)
@@ -148,7 +154,7 @@ class CallParser(StreamParser):
             # Unfinished and not cut off (malformed), or a bare block that may never have
             # been a call (a JSON answer cut short): verbatim content.
             self._content.write(opener + raw, out)
-            if opener:
+            if opener and opener not in self._inline:
                 self._failed("unfinished", opener + raw, out)
         return out
 
@@ -166,6 +172,11 @@ class CallParser(StreamParser):
         held = self._region.label[: len(self._region.label) - len(self._label)]
         self._label = ""
         return held
+
+    def _text(self, text: str, out: list[ParseEvent]) -> None:
+        if text:
+            self._content.write(text, out)
+            self._tail = text[-1]
 
     def _start_call(self, opener: str, reader: CallReader) -> None:
         self._mode = _CALL
@@ -186,13 +197,18 @@ class CallParser(StreamParser):
                 m = self._scan.search(text, pos)
                 if m is None:
                     safe = self._scan.safe_end(text, pos)
-                    self._content.write(text[pos:safe], out)
+                    self._text(text[pos:safe], out)
                     self._buf = text[safe:]
                     return
-                self._content.write(text[pos : m.start()], out)
+                self._text(text[pos : m.start()], out)
                 marker, pos = m.group(), m.end()
                 if marker in self._openers:
                     self._start_call(marker, self._openers[marker]())
+                elif marker in self._inline:
+                    if self._tail.isalnum() or self._tail in "_)]":
+                        self._text(marker, out)  # an index (`x[f()]`), not a call
+                    else:
+                        self._start_call(marker, self._inline[marker]())
                 elif marker in self._reasoning:
                     self._enter_reasoning(self._reasoning[marker])
                 # else: a dropped marker
@@ -254,10 +270,11 @@ class CallParser(StreamParser):
         self._mode, self._reader = _CONTENT, None
         calls = reader.calls()
         if calls is None:
-            self._content.write(opener + reader.text(), out)
-            if opener:
+            self._text(opener + reader.text(), out)
+            if opener and opener not in self._inline:
                 self._failed("invalid", opener + reader.text(), out)
             return
+        self._tail = ""
         for call in calls:
             out.extend(self._call_events(call))
         if self._bare is not None and self._bare_again:

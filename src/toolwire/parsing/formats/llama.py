@@ -4,8 +4,11 @@
   after `<|python_tag|>` or as the whole output (a JSON object at its start); several
   calls may follow one another, separated by `;` or whitespace. A JSON object that is not
   a call (`{"capital": "Paris"}`) is ordinary content.
-- `pythonic` (Llama 4): `[f(a=1, b="x"), g()]` at the start of the output, optionally
-  wrapped in `<|python_start|>…<|python_end|>`. Parsed with `ast`, literals only.
+- `pythonic` (Llama 4): `[f(a=1, b="x"), g()]`, optionally wrapped in
+  `<|python_start|>…<|python_end|>`. Parsed with `ast`, literals only. Like SGLang (and
+  unlike vLLM, which wants it at the start), a call list may also follow prose
+  (`Here is the call: [get_weather(city="Paris")]`), when its `[` does not follow a word
+  character (`x[f()]` is an index, not a call); a bracket that holds no call list is text.
 
 Without a marker, whether the output is a call is only known when the object or list
 closes; until then it is held, and released as content as soon as it cannot be one.
@@ -130,11 +133,12 @@ _PY_HEAD_MAX = 256
 
 
 class _PythonicReader(CallReader):
-    """A `[f(a=1), g()]` list of calls."""
+    """A `[f(a=1), g()]` list of calls; `lead` is what its opener already consumed."""
 
-    def __init__(self) -> None:
+    def __init__(self, lead: str = "") -> None:
         super().__init__()
-        self._head = ""
+        self._lead = lead
+        self._head = lead
         self._state = _HEAD
         self._scanner = _PyEndScanner()
 
@@ -161,7 +165,7 @@ class _PythonicReader(CallReader):
         return -1 if end < 0 else stop
 
     def calls(self) -> list[RawCall] | None:
-        return _pythonic_calls(self.text()) if self._state == _BODY else None
+        return _pythonic_calls(self._lead + self.text()) if self._state == _BODY else None
 
 
 class _NotLiteral(ValueError):
@@ -228,6 +232,7 @@ def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser
     if name == "pythonic":
         return CallParser(
             openers={PYTHON_START: _PythonicReader},
+            inline={"[": lambda: _PythonicReader("[")},
             drop=(*_DROP, PYTHON_TAG),
             bare=_PythonicReader,
             bare_start="[",
