@@ -327,14 +327,15 @@ def parsed_turn_1char(repeats: int) -> Timing:
 def wire_decode_1char(repeats: int) -> Timing | str:
     """What the gateway does per upstream event before its parser, in-process (no HTTP):
     the SSE body of the fake upstream's 128 KB answer (one character per event), read in
-    64 KB pieces through `SSEDecoder`, `orjson.loads` per event, `ChatStreamAssembler.feed`,
-    and the per-read coalescing of the deltas (what `OpenAIModel.stream` does)."""
+    64 KB pieces through `read_deltas`, the function `OpenAIChatModel.stream` calls per
+    read (`SSEDecoder`, `orjson.loads` per event, `ChatStreamAssembler`, the deltas of the
+    read joined)."""
     try:
         import orjson
 
         from gateway_fake_upstream import _chunk_event
-        from toolwire.models.openai import _coalesced
-        from toolwire.models.openai_wire import ChatStreamAssembler, StreamDelta
+        from toolwire.models.openai import read_deltas
+        from toolwire.models.openai_wire import ChatStreamAssembler
         from toolwire.models.sse import SSEDecoder
     except ImportError as exc:
         return f"not measured: {exc}"
@@ -354,11 +355,8 @@ def wire_decode_1char(repeats: int) -> Timing | str:
         content = []
         t0 = time.process_time()
         for piece in pieces:
-            batch: list[StreamDelta] = []
-            for data in decoder.feed(piece):
-                if data != b"[DONE]":
-                    batch += assembler.feed(orjson.loads(data))
-            for delta in _coalesced(batch):
+            batch, _ = read_deltas(piece, decoder, assembler)
+            for delta in batch:
                 if isinstance(delta, ContentDelta):
                     content.append(delta.text)
         times.append(time.process_time() - t0)

@@ -179,26 +179,8 @@ class OpenAIChatModel:
                     try:
                         pieces = response.aiter_bytes()
                         async for piece in pieces:
-                            batch: list[wire.StreamDelta] = []
-                            for data in decoder.feed(piece):
-                                if data == b"[DONE]":
-                                    done = True
-                                    break
-                                try:
-                                    chunks: Sequence[Any] = (orjson.loads(data),)
-                                except orjson.JSONDecodeError:
-                                    chunks = _decode_event(data)
-                                for chunk in chunks:
-                                    if chunk is _DONE:
-                                        done = True
-                                        break
-                                    batch += assembler.feed(chunk)
-                                if done:
-                                    break
-                            # Deltas that arrived in one read go on as one: nothing waits
-                            # for them, and a fast upstream's thousands of one-character
-                            # deltas then cost one pass downstream instead of thousands.
-                            for delta in _coalesced(batch):
+                            batch, done = read_deltas(piece, decoder, assembler)
+                            for delta in batch:
                                 yielded = True
                                 yield delta
                             if done:
@@ -344,6 +326,43 @@ def _first_event_json(content: bytes) -> Any:
         return orjson.loads(events[0]) if events else None
     except orjson.JSONDecodeError:
         return None
+
+
+def read_deltas(
+    piece: bytes, decoder: SSEDecoder, assembler: wire.ChatStreamAssembler
+) -> tuple[list[wire.StreamDelta], bool]:
+    """The deltas of one read of an upstream stream, and whether it held `[DONE]`.
+
+    Deltas that arrived in one read go on as one: nothing waits for them, and a fast
+    upstream's thousands of one-character deltas then cost one pass downstream instead
+    of thousands (runs of plain text chunks are joined before any delta is made).
+    """
+    done = False
+    chunks: list[Any] = []
+    for data in decoder.feed(piece):
+        if data == b"[DONE]":
+            done = True
+            break
+        try:
+            chunks.append(orjson.loads(data))
+        except orjson.JSONDecodeError:
+            for chunk in _decode_event(data):
+                if chunk is _DONE:
+                    done = True
+                    break
+                chunks.append(chunk)
+            if done:
+                break
+    batch: list[wire.StreamDelta] = []
+    i, n = 0, len(chunks)
+    while i < n:
+        text, i = assembler.feed_text_run(chunks, i)
+        if text:
+            batch.append(ContentDelta(text))
+        if i < n:
+            batch += assembler.feed(chunks[i])
+            i += 1
+    return _coalesced(batch), done
 
 
 def _coalesced(deltas: list[wire.StreamDelta]) -> list[wire.StreamDelta]:

@@ -430,6 +430,53 @@ class ChatStreamAssembler:
                 self._finish = reason
         return out
 
+    def feed_text_run(self, chunks: list[Any], start: int) -> tuple[str, int]:
+        """The content of the plain text chunks from `chunks[start]` on, joined, and the
+        index of the first chunk that is not one (to go through `feed`).
+
+        A plain text chunk has one choice, index 0, a `delta` holding `content` (a string)
+        and nothing else that matters: no reasoning, no tool calls, no finish reason, no
+        usage. That is nearly every chunk of a long answer; taking a run of them at once
+        (no delta object per chunk) is the gateway's main saving on fast streams.
+        """
+        if self._model is None:
+            return "", start  # the first chunk goes through `feed` (it names the model)
+        parts: list[str] = []
+        i, n = start, len(chunks)
+        while i < n:
+            chunk = chunks[i]
+            if type(chunk) is not dict:
+                break
+            choices = chunk.get("choices")
+            if type(choices) is not list or len(choices) != 1 or chunk.get("usage"):
+                break
+            choice = choices[0]
+            if (
+                type(choice) is not dict
+                or choice.get("finish_reason") is not None
+                or choice.get("index", 0) != 0
+            ):
+                break
+            delta = choice.get("delta")
+            if type(delta) is not dict:
+                break
+            text = delta.get("content")
+            if (
+                type(text) is not str
+                or delta.get("tool_calls")
+                or delta.get("reasoning_content")
+                or delta.get("reasoning")
+            ):
+                break
+            if text:
+                parts.append(text)
+            i += 1
+        if not parts:
+            return "", i
+        joined = parts[0] if len(parts) == 1 else "".join(parts)
+        self._content.append(joined)
+        return joined, i
+
     def _feed_call(self, raw: dict[str, Any], out: list[StreamDelta]) -> None:
         index = raw.get("index")
         key: int | None = index if type(index) is int else None
