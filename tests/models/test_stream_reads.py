@@ -1,0 +1,67 @@
+"""`read_deltas`: the deltas of one read of an upstream stream are those of its chunks fed
+one by one, joined; the fast path for plain text chunks changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolwire.models.openai import _coalesced, read_deltas
+from toolwire.models.openai_wire import ChatStreamAssembler, StreamDelta
+from toolwire.models.sse import SSEDecoder
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "c", "model": "m", "choices": [choice], **extra}
+
+
+CHUNKS = st.one_of(
+    st.builds(lambda t: _chunk({"content": t}), st.text(max_size=3)),
+    st.builds(lambda t: _chunk({"reasoning_content": t}), st.text(min_size=1, max_size=3)),
+    st.builds(lambda t: _chunk({"content": t}, "stop"), st.text(max_size=3)),
+    st.builds(lambda t: _chunk({"content": t, "role": "assistant"}), st.text(max_size=3)),
+    st.builds(
+        lambda i, a: _chunk(
+            {"tool_calls": [{"index": i, "id": f"t{i}", "function": {"name": "f", "arguments": a}}]}
+        ),
+        st.integers(0, 2),
+        st.text(max_size=3),
+    ),
+    st.just({"id": "c", "model": "m", "choices": [], "usage": {"prompt_tokens": 1}}),
+    st.just(
+        {
+            "id": "c",
+            "model": "m",
+            "choices": [{"index": 1, "delta": {"content": "other choice"}}],
+        }
+    ),
+)
+
+
+def _one_by_one(chunks: list[dict[str, Any]]) -> list[StreamDelta]:
+    assembler = ChatStreamAssembler()
+    out: list[StreamDelta] = []
+    for chunk in chunks:
+        out += assembler.feed(chunk)
+    return _coalesced(out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(CHUNKS, max_size=30), st.integers(1, 64))
+def test_a_read_gives_the_chunks_deltas_joined(chunks: list[dict[str, Any]], size: int) -> None:
+    body = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks)
+    decoder, assembler = SSEDecoder(), ChatStreamAssembler()
+    got: list[StreamDelta] = []
+    for start in range(0, len(body), size):
+        batch, done = read_deltas(body[start : start + size], decoder, assembler)
+        assert not done
+        got += batch
+    assert _coalesced(got) == _one_by_one(chunks)
+    reference = ChatStreamAssembler()
+    for chunk in chunks:
+        reference.feed(chunk)
+    assert assembler.finish() == reference.finish()
