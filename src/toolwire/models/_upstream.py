@@ -12,11 +12,12 @@ import random
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import httpx
 
 from toolwire.models._values import one_line
+from toolwire.models.aiohttp_transport import raw_transport
 from toolwire.models.base import ModelError, ModelResponse, ModelStreamEvent
 from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 
@@ -26,6 +27,7 @@ __all__ = [
     "RETRY_TRANSPORT",
     "EndedMidAnswer",
     "Upstream",
+    "UpstreamResponse",
     "as_events",
     "drain",
 ]
@@ -49,6 +51,21 @@ are not here: the upstream may still be working on the request."""
 
 class EndedMidAnswer(Exception):
     """A stream ended before the protocol's end marker."""
+
+
+class UpstreamResponse(Protocol):
+    """What the model clients read of a response: an `httpx.Response`, or the gateway's
+    `RawResponse` (sent without httpx, see `raw_transport`)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
 
 
 class Upstream:
@@ -123,7 +140,7 @@ class Upstream:
         headers: Mapping[str, str],
         attempt: int,
         status_error: Callable[[int, bytes], ModelError],
-    ) -> tuple[httpx.Response, int]:
+    ) -> tuple[UpstreamResponse, int]:
         """POST until a response below 400 comes back (its body unread, to be closed by the
         caller), retrying connection failures, 429 and 5xx while `attempt < retries`.
 
@@ -136,12 +153,22 @@ class Upstream:
         Raises:
             ModelError: Out of retries, or a failure that is not retried.
         """
-        request = client.build_request(
-            "POST", self.url, content=content, headers=headers, timeout=self._timeout
+        raw = raw_transport(client)
+        request = (
+            client.build_request(
+                "POST", self.url, content=content, headers=headers, timeout=self._timeout
+            )
+            if raw is None
+            else None
         )
         while True:
             try:
-                response = await client.send(request, stream=True)
+                response: UpstreamResponse
+                if raw is not None:
+                    response = await raw.send(self.url, content, headers, self._timeout)
+                else:
+                    assert request is not None
+                    response = await client.send(request, stream=True)
             except httpx.HTTPError as exc:
                 if attempt < self.retries and isinstance(exc, RETRY_TRANSPORT):
                     await asyncio.sleep(self.backoff(attempt))
@@ -167,7 +194,7 @@ class Upstream:
             raise error
 
     async def read(
-        self, response: httpx.Response, *, limit: int | None = None, cut: bool = False
+        self, response: UpstreamResponse, *, limit: int | None = None, cut: bool = False
     ) -> bytes:
         """The body of `response`, read up to `limit` bytes (`max_response_bytes`).
 
@@ -203,7 +230,7 @@ class Upstream:
         delay: float = self.retry_backoff * (2**attempt) * (0.5 + random.random())
         return min(delay, _MAX_BACKOFF)
 
-    def retry_delay(self, attempt: int, headers: httpx.Headers) -> float | None:
+    def retry_delay(self, attempt: int, headers: Mapping[str, str]) -> float | None:
         """Seconds to wait before the next attempt; `None` not to retry (the upstream said
         so with `x-should-retry: false`, or asked to wait too long)."""
         if headers.get("x-should-retry", "").lower() == "false":
@@ -291,7 +318,7 @@ async def drain(rest: AsyncIterator[Any], seconds: float) -> None:
         pass
 
 
-def retry_after(headers: httpx.Headers) -> float | None:
+def retry_after(headers: Mapping[str, str]) -> float | None:
     """The wait an upstream asked for (`retry-after-ms`, `Retry-After` seconds or date)."""
     millis = headers.get("retry-after-ms")
     if millis:
