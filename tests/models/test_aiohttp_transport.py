@@ -89,3 +89,42 @@ async def test_upstream_cookies_are_not_kept(openai_server: FakeOpenAIServer) ->
         await model.complete(HI, [])
         await model.complete(HI, [])
     assert "cookie" not in openai_server.requests[1].headers
+
+
+async def test_the_pooled_client_sends_without_httpx(
+    openai_server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def no_httpx(*args: object, **kwargs: object) -> httpx.Response:
+        raise AssertionError("the gateway's upstream requests should not go through httpx")
+
+    monkeypatch.setattr(httpx.AsyncClient, "send", no_httpx)
+    openai_server.reply(completion(content="whole"))
+    openai_server.reply(sse([delta("str"), delta("eam"), delta(finish_reason="stop")]))
+    async with pooled_client(timeout=5) as client:
+        model = OpenAIChatModel(openai_server.base_url, "secret-key", "m", http_client=client)
+        whole = await model.complete(HI, [])
+        streamed = [e async for e in model.stream(HI, [])]
+    assert whole.message.content == "whole"
+    assert isinstance(streamed[-1], ModelResponse)
+    assert streamed[-1].message.content == "stream"
+    sent = openai_server.requests[0].headers
+    assert sent["authorization"] == "Bearer secret-key"
+    assert sent["content-type"] == "application/json"
+    # Bodies are read as sent (nothing decompresses them): compression is never asked for.
+    assert "gzip" not in sent.get("accept-encoding", "")
+
+
+async def test_a_client_a_user_passes_goes_through_httpx_with_its_hooks(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    seen: list[str] = []
+
+    async def hook(request: httpx.Request) -> None:
+        seen.append(request.headers["x-team"])
+
+    openai_server.reply(completion(content="ok"))
+    async with httpx.AsyncClient(headers={"x-team": "blue"}, event_hooks={"request": [hook]}) as c:
+        model = OpenAIChatModel(openai_server.base_url, None, "m", http_client=c)
+        assert (await model.complete(HI, [])).message.content == "ok"
+    assert seen == ["blue"]
+    assert openai_server.requests[0].headers["x-team"] == "blue"
