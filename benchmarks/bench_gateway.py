@@ -305,10 +305,17 @@ def chat_body(model: str, *, stream: bool, tools: list[dict[str, Any]]) -> str:
     )
 
 
-def start_upstream(procs: Processes, hermes_kb: int) -> tuple[Proc, int]:
+def start_upstream(procs: Processes, hermes_kb: int, cost_ms: float = 0.0) -> tuple[Proc, int]:
     proc = procs.start(
-        "fake_upstream",
-        [sys.executable, str(HERE / "gateway_fake_upstream.py"), "--hermes-kb", str(hermes_kb)],
+        "fake_upstream" if not cost_ms else f"fake_upstream_{cost_ms:g}ms",
+        [
+            sys.executable,
+            str(HERE / "gateway_fake_upstream.py"),
+            "--hermes-kb",
+            str(hermes_kb),
+            "--cost-ms",
+            str(cost_ms),
+        ],
         cpus={1},
         stdout_pipe=True,
     )

@@ -18,6 +18,10 @@ gateway, not the fake. `POST .../chat/completions` answers by the request body:
   also contains `warm`: a cheap warm-up of the same path).
 
 `GET /healthz` and `GET /v1/models` answer 200. Everything else is 404.
+
+`--cost-ms X` makes each chat completion burn X ms of CPU before it answers: an upstream
+that does some work (a real server parses, validates and serialises), against which "half
+of the direct throughput" is a meaningful figure; 0 (the default) is the instant upstream.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import json
 import re
 import socket
 import sys
+import time
 from typing import Final
 
 MODEL: Final = "fake-model"
@@ -178,8 +183,9 @@ def build_responses(hermes_kb: int) -> dict[str, bytes]:
 class UpstreamProtocol(asyncio.Protocol):
     """One keep-alive connection: parse requests as they arrive, answer each at once."""
 
-    def __init__(self, responses: dict[str, bytes]) -> None:
+    def __init__(self, responses: dict[str, bytes], cost: float = 0.0) -> None:
         self._responses = responses
+        self._cost = cost
         self._buffer = bytearray()
         self._transport: asyncio.Transport | None = None
 
@@ -226,6 +232,10 @@ class UpstreamProtocol(asyncio.Protocol):
         method, _, rest = request_line.partition(" ")
         path = rest.partition(" ")[0].partition("?")[0]
         if method == "POST" and path.endswith("/chat/completions"):
+            if self._cost:
+                until = time.perf_counter() + self._cost
+                while time.perf_counter() < until:
+                    pass
             found = _MODEL_FIELD.search(body)
             model = found.group(1) if found is not None else b""
             stream = _STREAM_FIELD.search(body) is not None
@@ -245,11 +255,15 @@ class UpstreamProtocol(asyncio.Protocol):
         self._transport = None
 
 
-async def serve(host: str, port: int, hermes_kb: int) -> None:
+async def serve(host: str, port: int, hermes_kb: int, cost_ms: float = 0.0) -> None:
     responses = build_responses(hermes_kb)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
-        lambda: UpstreamProtocol(responses), host, port, backlog=1024, reuse_address=True
+        lambda: UpstreamProtocol(responses, cost_ms / 1000),
+        host,
+        port,
+        backlog=1024,
+        reuse_address=True,
     )
     bound = server.sockets[0].getsockname()[1]
     print(f"listening on {bound}", flush=True)
@@ -262,9 +276,12 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
     parser.add_argument("--hermes-kb", type=int, default=128, help="size of the Hermes argument")
+    parser.add_argument(
+        "--cost-ms", type=float, default=0.0, help="CPU burnt per chat completion (ms)"
+    )
     args = parser.parse_args()
     try:
-        asyncio.run(serve(args.host, args.port, args.hermes_kb))
+        asyncio.run(serve(args.host, args.port, args.hermes_kb, args.cost_ms))
     except KeyboardInterrupt:
         sys.exit(0)
 
