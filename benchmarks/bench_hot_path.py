@@ -244,18 +244,30 @@ def report(
     opts: argparse.Namespace,
 ) -> None:
     p50 = {name: statistics.median(values) for name, values in latency.items() if values}
+    p99 = {
+        name: statistics.quantiles(values, n=100)[98]
+        for name, values in latency.items()
+        if len(values) >= 2
+    }
     cpu50 = {name: statistics.median(values) for name, values in cpu.items() if values}
     print(
         f"\nconcurrency 1, {opts.rounds} rounds × {opts.requests} requests, medians "
         "(stream latency = time to the first data line)\n"
     )
-    print(f"{'scenario':<26} {'p50 ms':>8} {'added ms':>9} {'gateway CPU ms/req':>19}")
+    print(
+        f"{'scenario':<26} {'p50 ms':>8} {'added ms':>9} {'p99 ms':>8} {'added ms':>9} "
+        f"{'gateway CPU ms/req':>19}"
+    )
     base = {"non-stream": p50.get("direct, non-stream"), "stream": p50.get("direct, stream")}
+    base99 = {"non-stream": p99.get("direct, non-stream"), "stream": p99.get("direct, stream")}
     for name, value in p50.items():
         kind = "stream" if name.endswith("stream") and "non" not in name else "non-stream"
-        added = "" if name.startswith("direct") else f"{value - (base[kind] or 0):+.3f}"
-        gateway_cpu = "" if name.startswith("direct") else f"{cpu50.get(name, float('nan')):.3f}"
-        print(f"{name:<26} {value:>8.3f} {added:>9} {gateway_cpu:>19}")
+        direct = name.startswith("direct")
+        added = "" if direct else f"{value - (base[kind] or 0):+.3f}"
+        tail = p99.get(name, float("nan"))
+        added99 = "" if direct else f"{tail - (base99[kind] or 0):+.3f}"
+        gateway_cpu = "" if direct else f"{cpu50.get(name, float('nan')):.3f}"
+        print(f"{name:<26} {value:>8.3f} {added:>9} {tail:>8.3f} {added99:>9} {gateway_cpu:>19}")
     plain = cpu50.get("native, non-stream")
     agent = cpu50.get(SERVER_TOOLS_NO_CALL)
     loop = cpu50.get(ROUND_TRIP)
