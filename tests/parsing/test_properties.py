@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from toolwire.parsing import FORMATS, ParsedOutput, assemble, parse_output, parser_for
@@ -546,5 +546,27 @@ def test_marker_strings_inside_json_arguments_survive(fmt: str) -> None:
         assert [(c.name, c.arguments) for c in whole.tool_calls] == out.calls, text
         pieces = data.draw(_cuts(text))
         assert _summary(_stream(fmt, pieces, tools, spec.prompt_suffix)) == _summary(whole)
+
+    check()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_text_that_holds_no_call_comes_back_whole(fmt: str) -> None:
+    """Garbage made of brackets, quotes and letters (none of the format's markers): no call
+    is invented, and not a character of it is lost."""
+    spec = SPECS[fmt]
+    alphabet = st.sampled_from(list("{}[]()\"'`\\:,.<>|= \nabc1"))
+
+    @SETTINGS
+    @given(text=st.text(alphabet=alphabet, max_size=40))
+    def check(text: str) -> None:
+        assume(not any(marker in text for marker in spec.markers))
+        out = parse_output(
+            text, "property-model", None, format=fmt, prompt_suffix=spec.prompt_suffix
+        )
+        if out.tool_calls:
+            return  # the garbage happened to spell a call
+        kept = (out.content or "") + (out.reasoning or "")
+        assert kept.strip() == text.strip(), text
 
     check()

@@ -147,6 +147,9 @@ class CallParser(StreamParser):
             reader, opener = self._reader, self._opener
             self._mode, self._reader = _CONTENT, None
             raw = reader.text()
+            if opener in self._inline and not raw.strip():
+                self._text(opener + raw, out)  # a bracket at the end is just text
+                return out
             if not raw.strip():
                 return out  # the output ended right after an opener: nothing to show
             if truncated and opener:
