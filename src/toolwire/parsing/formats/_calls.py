@@ -266,8 +266,6 @@ class CallParser(StreamParser):
         self._close_scans = {r.close: MarkerScanner([r.close, *ends]) for r in reasoning}
         self._content = TextSink(ContentDelta, strip=strip)
         self._thoughts = TextSink(ReasoningDelta, strip=strip)
-        # Content goes straight to the sink unless inline openers need its last character.
-        self._text = self._text_tail if self._inline else self._content.write
         self._bare = bare
         self._bare_start = bare_start
         self._bare_again = bare_again
@@ -340,7 +338,7 @@ class CallParser(StreamParser):
         self._label = ""
         return held
 
-    def _text_tail(self, text: str, out: list[ParseEvent]) -> None:
+    def _text(self, text: str, out: list[ParseEvent]) -> None:
         if text:
             self._content.write(text, out)
             self._tail = text[-1]
@@ -358,7 +356,9 @@ class CallParser(StreamParser):
                 m = self._scan.search(text, pos)
                 if m is None:
                     safe = self._scan.safe_end(text, pos)
-                    self._text(text[pos:safe], out)
+                    self._content.write(text[pos:safe], out)  # `_text`, inlined: hot path
+                    if self._inline and safe > pos:
+                        self._tail = text[safe - 1]
                     self._buf = text[safe:]
                     return
                 self._text(text[pos : m.start()], out)
