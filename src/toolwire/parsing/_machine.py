@@ -1,7 +1,7 @@
 """A stream parser driven by a state machine whose transitions are markers.
 
 Formats whose structure is nested (Harmony headers and bodies, DeepSeek's DSML invoke and
-parameter tags) do not fit `RegionParser`'s "content, then one block" shape. They
+parameter tags) do not fit `CallParser`'s "content, then one block" shape. They
 subclass `MarkerMachine` instead: in each state a fixed set of markers matters; the text
 between them goes to the state's `_text`, each marker to `_marker`, which may change
 state. The streaming part (searching, holding back a possible partial marker, carrying it

@@ -1,6 +1,6 @@
 """A state-machine stream parser for formats whose calls need structure to be found.
 
-`RegionParser` hands a block to the format once its close marker is seen. That is not
+A `ToolRegion` (`_calls.py`) hands a block to its format once the close marker is seen. Not
 enough when the close marker may also appear as data inside a raw (unescaped) argument
 value, as in Qwen XML (`</tool_call>` inside a `<parameter=…>` value), GLM
 (`</tool_call>` inside `<arg_value>`) and Kimi-K3, or when a call must be emitted as soon as

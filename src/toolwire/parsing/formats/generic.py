@@ -23,12 +23,12 @@ from typing import Any
 
 from toolwire.parsing._base import RawCall, StreamParser, TextSink, ToolSpecs
 from toolwire.parsing._json import JsonEndScanner, loads, loads_object
-from toolwire.parsing._regions import ReasoningRegion, RegionParser, ToolRegion
 from toolwire.parsing._scan import MarkerScanner
 from toolwire.parsing.events import ContentDelta, ParseEvent, ReasoningDelta
+from toolwire.parsing.formats._calls import CallParser, Reasoning, ToolRegion
 from toolwire.parsing.formats.hermes import call_from_object
 
-THINK = ReasoningRegion(open="<think>", close="</think>")
+THINK = Reasoning(open="<think>", close="</think>")
 
 
 def calls_from_json(text: str, *, require_arguments: bool) -> list[RawCall] | None:
@@ -346,8 +346,8 @@ def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser
         )
     else:
         regions = [ToolRegion(open="<pre>", close="</pre>", parse=_parse_block, json_aware=True)]
-    return RegionParser(
-        tools=[*regions, *_LENIENT],
+    return CallParser(
+        regions=[*regions, *_LENIENT],
         reasoning=[THINK],
         start_in_reasoning=thinking,
         drop=[THINK.close],

@@ -11,9 +11,9 @@ from typing import Any
 
 from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
 from toolwire.parsing._json import loads, loads_object
-from toolwire.parsing._regions import ReasoningRegion, RegionParser, ToolRegion
+from toolwire.parsing.formats._calls import CallParser, Reasoning, ToolRegion
 
-THINK = ReasoningRegion(open="<think>", close="</think>")
+THINK = Reasoning(open="<think>", close="</think>")
 
 # End-of-turn tokens and stray closers never belong in content.
 _DROP = ("</think>", "</tool_call>", "<|im_start|>", "<|im_end|>", "<|endoftext|>")
@@ -59,8 +59,8 @@ def _parse_block(inner: str, closed: bool, truncated: bool) -> list[RawCall] | N
 
 
 def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:
-    return RegionParser(
-        tools=[
+    return CallParser(
+        regions=[
             ToolRegion(
                 open="<tool_call>", close="</tool_call>", parse=_parse_block, json_aware=True
             )
