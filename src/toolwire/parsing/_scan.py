@@ -14,17 +14,17 @@ class MarkerScanner:
     `search` finds the earliest (longest on ties) marker; `safe_end` tells how much of the
     text can be released now: everything except the shortest tail that could still grow
     into a marker. Both are linear in the text they are given, so a parser that only hands
-    them unexamined text stays linear overall.
+    them unexamined text stays linear overall. With no markers it finds nothing and holds
+    nothing back.
     """
 
     __slots__ = ("_max", "_pattern", "_prefixes", "markers")
 
     def __init__(self, markers: Iterable[str]) -> None:
         self.markers = tuple(sorted({m for m in markers if m}, key=len, reverse=True))
-        if not self.markers:
-            raise ValueError("MarkerScanner needs at least one non-empty marker")
-        self._pattern = re.compile("|".join(re.escape(m) for m in self.markers))
-        self._max = len(self.markers[0])
+        # `(?!)` never matches: a scanner without markers.
+        self._pattern = re.compile("|".join(re.escape(m) for m in self.markers) or "(?!)")
+        self._max = len(self.markers[0]) if self.markers else 0
         # Proper prefixes of every marker, by length, for the hold-back test.
         self._prefixes: list[frozenset[str]] = [frozenset()] + [
             frozenset(m[:k] for m in self.markers if len(m) > k) for k in range(1, self._max)

@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import ClassVar
 
 from toolwire.parsing._base import RawCall, StreamParser, TextSink
 from toolwire.parsing._scan import MarkerScanner
@@ -39,6 +40,11 @@ class CallReader(ABC):
     `feed` records the text it consumes (see `text`) so that a block that turns out not to
     be a call can come back verbatim as content.
     """
+
+    bare_at_end: ClassVar[bool] = False
+    """Ask `at_end` also when the output ends inside a bare block (one without an opener).
+    By default such a block comes back as content: it may never have been meant as a call
+    (a JSON answer)."""
 
     def __init__(self) -> None:
         self._parts: list[str] = []
@@ -193,6 +199,9 @@ class Reasoning:
     close: str
     label: str = ""
     """A channel name written right after `open` (Gemma's `thought`), dropped."""
+    leading: bool = False
+    """Opens only at the very start of the output (after whitespace); anywhere else `open`
+    is ordinary text."""
 
 
 def starts_in_reasoning(prompt_suffix: str, regions: Sequence[Reasoning]) -> Reasoning | None:
@@ -204,9 +213,10 @@ def starts_in_reasoning(prompt_suffix: str, regions: Sequence[Reasoning]) -> Rea
     return None
 
 
-_CONTENT, _REASONING, _CALL, _BARE = 0, 1, 2, 3
+_CONTENT, _REASONING, _CALL, _BARE, _LEAD = 0, 1, 2, 3, 4
 """Modes; `_BARE` is content where a bare call may still begin (kept apart from
-`_CONTENT` so that plain content pays nothing for it)."""
+`_CONTENT` so that plain content pays nothing for it); `_LEAD` is the start of the
+output, while it may still open a leading reasoning region."""
 
 
 class CallParser(StreamParser):
@@ -218,13 +228,15 @@ class CallParser(StreamParser):
         inline: markers that may start a call anywhere in content, unless they follow a
             word character (`[` for pythonic calls after prose). Ordinary text uses them
             too, so a block that is no call is plain content, never a `ParseFailure`.
-        reasoning: reasoning regions.
+        reasoning: reasoning regions (a `leading` one is looked for only at the start).
         drop: markers removed wherever they appear in content (stop tokens, stray closers).
         bare: factory of a reader for a call written without any marker, recognised only
             at the start of the output (after whitespace) by its first character.
         bare_start: the characters that can begin a bare call (`{`, `[`).
         bare_again: separators (besides whitespace) after which another bare call may
             follow a finished call (`;` for Llama 3); empty: bare calls only at the start.
+        bare_lines: a bare call may also begin at the start of any line (after whitespace)
+            and right after a finished call; the whitespace before it stays content.
         prompt_suffix: the end of the generation prompt; a reasoning opener it leaves open
             means the output starts inside reasoning.
         start_in_reasoning: the output starts inside the first reasoning region anyway
@@ -246,6 +258,7 @@ class CallParser(StreamParser):
         bare: Callable[[], CallReader] | None = None,
         bare_start: str = "",
         bare_again: str = "",
+        bare_lines: bool = False,
         prompt_suffix: str = "",
         start_in_reasoning: bool = False,
         calls_end_reasoning: bool = False,
@@ -260,8 +273,13 @@ class CallParser(StreamParser):
         # Openers whose block, when it is no call, is plain content and not a failure.
         self._lenient = {*self._inline, *(r.open for r in regions if not r.strict)}
         self._tail = ""  # the last character of content, to tell `x[f()]` from `: [f()]`
-        self._reasoning = {r.open: r for r in reasoning}
-        self._scan = MarkerScanner([*self._openers, *self._inline, *self._reasoning, *drop])
+        self._reasoning = {r.open: r for r in reasoning if not r.leading}
+        self._leading = [r for r in reasoning if r.leading]
+        # With bare calls at any line start, their first characters are markers too.
+        starts = list(bare_start) if bare_lines else []
+        self._scan = MarkerScanner(
+            [*self._openers, *self._inline, *self._reasoning, *drop, *starts]
+        )
         ends = list(self._openers) if calls_end_reasoning else []
         self._close_scans = {r.close: MarkerScanner([r.close, *ends]) for r in reasoning}
         self._content = TextSink(ContentDelta, strip=strip)
@@ -269,7 +287,10 @@ class CallParser(StreamParser):
         self._bare = bare
         self._bare_start = bare_start
         self._bare_again = bare_again
-        self._bare_ok = bare is not None  # could a bare call begin here?
+        self._bare_lines = bare_lines
+        self._line_blank = True  # with `bare_lines`: only whitespace so far on this line
+        # Could a bare call begin here (at the start or after a call: `_BARE` mode)?
+        self._bare_ok = bare is not None and not bare_lines
         self._lead = ""  # whitespace/separators held while a bare call may follow
         self._buf = ""
         self._mode = _BARE if self._bare_ok else _CONTENT
@@ -285,6 +306,8 @@ class CallParser(StreamParser):
                 self._label = ""
         elif start_in_reasoning and reasoning:
             self._enter_reasoning(reasoning[0])
+        elif self._leading:
+            self._mode = _LEAD
 
     def feed(self, delta: str) -> list[ParseEvent]:
         out: list[ParseEvent] = []
@@ -297,6 +320,11 @@ class CallParser(StreamParser):
     def finish(self, *, truncated: bool = False) -> list[ParseEvent]:
         out: list[ParseEvent] = []
         rest, self._buf = self._buf, ""
+        if self._mode == _LEAD:
+            # What was held could still have become a leading opener; it is text after all.
+            self._mode = _BARE if self._bare_ok else _CONTENT
+            self._consume(rest, out)
+            rest, self._buf = self._buf, ""
         if self._mode in (_CONTENT, _BARE):
             self._content.write(self._lead + rest, out)
         elif self._mode == _REASONING:
@@ -308,8 +336,7 @@ class CallParser(StreamParser):
             if opener in self._inline and not reader.text().strip():
                 self._text(opener + reader.text(), out)  # a bracket at the end is just text
                 return out
-            # A bare block cut short may never have been meant as a call (a JSON answer).
-            calls = reader.at_end(truncated) if opener else None
+            calls = reader.at_end(truncated) if opener or reader.bare_at_end else None
             if calls is not None:
                 for call in calls:
                     out.extend(self._call_events(call))
@@ -345,6 +372,16 @@ class CallParser(StreamParser):
         if text:
             self._content.write(text, out)
             self._tail = text[-1]
+            if self._bare_lines:
+                self._note_line(text)
+
+    def _note_line(self, text: str) -> None:
+        """Track whether the current line holds only whitespace so far."""
+        nl = text.rfind("\n")
+        if nl >= 0:
+            self._line_blank = not text[nl + 1 :].strip()
+        elif self._line_blank and text.strip():
+            self._line_blank = False
 
     def _start_call(self, opener: str, reader: CallReader) -> None:
         self._mode = _CALL
@@ -362,6 +399,8 @@ class CallParser(StreamParser):
                     self._content.write(text[pos:safe], out)  # `_text`, inlined: hot path
                     if self._inline and safe > pos:
                         self._tail = text[safe - 1]
+                    elif self._bare_lines:
+                        self._note_line(text[pos:safe])
                     self._buf = text[safe:]
                     return
                 self._text(text[pos : m.start()], out)
@@ -375,6 +414,13 @@ class CallParser(StreamParser):
                         self._start_call(marker, self._inline[marker]())
                 elif marker in self._reasoning:
                     self._enter_reasoning(self._reasoning[marker])
+                elif self._bare_lines and marker in self._bare_start:
+                    if self._line_blank:
+                        assert self._bare is not None
+                        self._start_call("", self._bare())
+                        pos = m.start()  # the reader reads the bracket too
+                    else:
+                        self._text(marker, out)
                 # else: a dropped marker
             elif self._mode == _REASONING:
                 assert self._region is not None
@@ -407,10 +453,29 @@ class CallParser(StreamParser):
                 pos += end
                 reader, self._mode, self._reader = self._reader, _CONTENT, None
                 self._end_call(self._opener, reader, out)
-            else:
+            elif self._mode == _BARE:
                 pos = self._maybe_bare(text, pos, out)
                 if pos < 0:
                     return
+            else:
+                pos = self._lead_in(text, pos)
+                if pos < 0:
+                    return
+
+    def _lead_in(self, text: str, pos: int) -> int:
+        """At the start of the output: enter a leading reasoning region if it opens here
+        (after whitespace), else go on as content. Returns the position to continue from,
+        or -1 when all of `text` was held (it could still become an opener)."""
+        head = text[pos:].lstrip()
+        if any(r.open.startswith(head) for r in self._leading):
+            self._buf = text[pos:]
+            return -1
+        for region in self._leading:
+            if head.startswith(region.open):
+                self._enter_reasoning(region)
+                return len(text) - len(head) + len(region.open)
+        self._mode = _BARE if self._bare_ok else _CONTENT
+        return pos
 
     def _maybe_bare(self, text: str, pos: int, out: list[ParseEvent]) -> int:
         """Hold whitespace while a bare call may start; start it, or give up on it.
@@ -447,6 +512,7 @@ class CallParser(StreamParser):
         self._tail = ""
         for call in calls:
             out.extend(self._call_events(call))
+        self._line_blank = True
         if self._bare is not None and self._bare_again:
             self._bare_ok = True
             self._mode = _BARE
