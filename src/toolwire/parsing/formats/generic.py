@@ -18,17 +18,16 @@ All of them accept a leading `<think>` block (or a pre-filled one) as reasoning.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from toolwire.parsing._base import RawCall, StreamParser, TextSink, ToolSpecs
+from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
 from toolwire.parsing._json import JsonEndScanner, loads, loads_object
-from toolwire.parsing._scan import MarkerScanner
-from toolwire.parsing.events import ContentDelta, ParseEvent, ReasoningDelta
-from toolwire.parsing.formats._calls import CallParser, Reasoning, ToolRegion
+from toolwire.parsing.formats._calls import CallParser, CallReader, Reasoning, ToolRegion
 from toolwire.parsing.formats.hermes import call_from_object
 
 THINK = Reasoning(open="<think>", close="</think>")
+_LEADING_THINK = Reasoning(open=THINK.open, close=THINK.close, leading=True)
+"""`json` and `tool_request` take only a `<think>` block that starts the output."""
 
 
 def calls_from_json(text: str, *, require_arguments: bool) -> list[RawCall] | None:
@@ -87,154 +86,91 @@ def _parse_block(inner: str, closed: bool, truncated: bool) -> list[RawCall] | N
 
 # ----------------------------------------------------------------------------- json
 
-_VALUE_START = re.compile(r"[{\[]")
 
+class _JsonValue(CallReader):
+    """A bare JSON value from its `{` or `[`: a call object or a list of them, else text."""
 
-class _BareJson(StreamParser):
-    """Content with call objects (or lists of them) that start a line."""
+    bare_at_end = True
 
     def __init__(self) -> None:
         super().__init__()
-        self._content = TextSink(ContentDelta)
-        self._line_blank = True  # only whitespace so far on the current line
-        self._scan: JsonEndScanner | None = None
-        self._parts: list[str] = []
+        self._scan = JsonEndScanner()
 
-    def feed(self, delta: str) -> list[ParseEvent]:
-        out: list[ParseEvent] = []
-        pos, n = 0, len(delta)
-        while pos < n:
-            if self._scan is not None:
-                end = self._scan.feed(delta[pos:] if pos else delta)
-                if end < 0:
-                    self._parts.append(delta[pos:])
-                    return out
-                self._parts.append(delta[pos : pos + end])
-                pos += end
-                self._close_value(out)
-                continue
-            m = _VALUE_START.search(delta, pos)
-            stop = n if m is None else m.start()
-            if stop > pos:
-                segment = delta[pos:stop]
-                nl = segment.rfind("\n")
-                if nl >= 0:
-                    self._line_blank = not segment[nl + 1 :].strip()
-                elif segment.strip():
-                    self._line_blank = False
-                self._content.write(segment, out)
-            if m is None:
-                return out
-            if self._line_blank:
-                self._scan = JsonEndScanner()
-                self._parts = []
-                pos = stop
-            else:
-                self._content.write(delta[stop], out)
-                pos = stop + 1
-        return out
+    def feed(self, piece: str) -> int:
+        end = self._scan.feed(piece)
+        self._parts.append(piece if end < 0 else piece[:end])
+        return end
 
-    def _close_value(self, out: list[ParseEvent]) -> None:
-        raw = "".join(self._parts)
-        self._scan, self._parts = None, []
-        calls = calls_from_json(raw, require_arguments=True)
-        if calls is None:
-            self._content.write(raw, out)
-            self._line_blank = False
-            return
-        for call in calls:
-            out.extend(self._call_events(call))
-        self._line_blank = True
+    def calls(self) -> list[RawCall] | None:
+        return calls_from_json(self.text(), require_arguments=True)
 
-    def finish(self, *, truncated: bool = False) -> list[ParseEvent]:
-        out: list[ParseEvent] = []
-        if self._scan is not None:
-            raw = "".join(self._parts)
-            self._scan, self._parts = None, []
-            calls = complete_list_items(raw, require_arguments=True) if truncated else []
-            if calls:
-                for call in calls:
-                    out.extend(self._call_events(call))
-            else:
-                # Unfinished JSON is not a call; it may not even have been meant as one.
-                self._content.write(raw, out)
-        return out
+    def at_end(self, truncated: bool) -> list[RawCall] | None:
+        # Unfinished JSON is not a call (it may not even have been meant as one); of a list
+        # cut off by the token limit, the calls the model finished are kept.
+        if not truncated:
+            return None
+        return complete_list_items(self.text(), require_arguments=True) or None
 
 
 # ----------------------------------------------------------------------------- tool_request
 
 _HEADER = '{"tool_request":{'
 _WS_BEFORE = frozenset({0, 1, 15, 16})  # header positions whitespace may precede
-_HEAD, _BODY, _AFTER, _TEXT = 0, 1, 2, 3
 
 
-class _ToolRequest(StreamParser):
-    """The whole message is `{"tool_request": {...}}`, or it is all content.
+class _ToolRequest(CallReader):
+    """`{"tool_request": {...}}` as the whole rest of the output.
 
-    Everything is held while the output so far could still be that message; the moment
-    it cannot (another first key, text after the object), all of it is released.
+    The block never ends by itself: it runs to the end of the output, which decides (see
+    `at_end`). The moment the text cannot be that message (another first key, text after
+    the object), the block ends as no call and all of it is content.
     """
+
+    bare_at_end = True
 
     def __init__(self) -> None:
         super().__init__()
-        self._content = TextSink(ContentDelta)
-        self._state = _HEAD
-        self._held: list[str] = []
         self._header_pos = 0
-        self._scan = JsonEndScanner()
+        self._scan: JsonEndScanner | None = JsonEndScanner()  # None once the object ended
 
-    def feed(self, delta: str) -> list[ParseEvent]:
-        out: list[ParseEvent] = []
-        if not delta:
-            return out
-        if self._state == _TEXT:
-            self._content.write(delta, out)
-            return out
-        self._held.append(delta)
-        if self._state == _HEAD and not self._match_header(delta):
-            self._release(out)
-            return out
-        if self._state in (_HEAD, _BODY):
-            end = self._scan.feed(delta)
+    def feed(self, piece: str) -> int:
+        i, n = 0, len(piece)
+        if self._scan is not None:
+            pos = self._header_pos
+            while pos < len(_HEADER) and i < n:
+                c = piece[i]
+                if c == _HEADER[pos]:
+                    pos += 1
+                elif not (c.isspace() and pos in _WS_BEFORE):
+                    return self._refuse(piece)
+                i += 1
+            self._header_pos = pos
+            end = self._scan.feed(piece)
             if end < 0:
-                return out
-            self._state = _AFTER
-            delta = delta[end:]
-        if delta.strip():
-            self._release(out)
-        return out
+                self._parts.append(piece)
+                return -1
+            self._scan = None
+            i = end
+        # After the object only whitespace may follow.
+        if piece[i:].strip():
+            return self._refuse(piece)
+        self._parts.append(piece)
+        return -1
 
-    def _match_header(self, delta: str) -> bool:
-        pos = self._header_pos
-        for c in delta:
-            if pos == len(_HEADER):
-                break
-            if c == _HEADER[pos]:
-                pos += 1
-            elif not (c.isspace() and pos in _WS_BEFORE):
-                return False
-        self._header_pos = pos
-        if pos == len(_HEADER):
-            self._state = max(self._state, _BODY)
-        return True
+    def _refuse(self, piece: str) -> int:
+        # Not the message: all of it is content. The rest of the piece comes along (it is
+        # content too), so that what was held is released with it in one piece.
+        self._parts.append(piece)
+        return len(piece)
 
-    def _release(self, out: list[ParseEvent]) -> None:
-        self._state = _TEXT
-        text, self._held = "".join(self._held), []
-        self._content.write(text, out)
+    def calls(self) -> list[RawCall] | None:
+        return None  # the block ended before the output did: text followed the object
 
-    def finish(self, *, truncated: bool = False) -> list[ParseEvent]:
-        out: list[ParseEvent] = []
-        if self._state == _TEXT:
-            return out
-        if self._state == _AFTER and not truncated:
-            call = _request_call(loads_object("".join(self._held)))
-            if call is not None:
-                self._held = []
-                self._state = _TEXT
-                return self._call_events(call)
-        self._release(out)
-        return out
+    def at_end(self, truncated: bool) -> list[RawCall] | None:
+        if self._scan is not None or truncated:
+            return None
+        call = _request_call(loads_object(self.text()))
+        return None if call is None else [call]
 
 
 def _request_call(obj: dict[str, Any] | None) -> RawCall | None:
@@ -247,60 +183,6 @@ def _request_call(obj: dict[str, Any] | None) -> RawCall | None:
     if not isinstance(name, str) or not name.strip() or not isinstance(args, dict):
         return None
     return RawCall(name.strip(), args)
-
-
-# ----------------------------------------------------------------------------- reasoning
-
-
-_LEAD, _REASON, _INNER = 0, 1, 2
-
-
-class _ThinkFirst(StreamParser):
-    """A leading `<think>…</think>` block as reasoning, then the rest to `inner`."""
-
-    def __init__(self, inner: StreamParser, *, start_in_reasoning: bool) -> None:
-        super().__init__()
-        self._inner = inner
-        self._state = _REASON if start_in_reasoning else _LEAD
-        self._held = ""
-        self._close = MarkerScanner([THINK.close])
-        self._thoughts = TextSink(ReasoningDelta)
-
-    def feed(self, delta: str) -> list[ParseEvent]:
-        if self._state == _INNER:
-            return self._inner.feed(delta)
-        out: list[ParseEvent] = []
-        text, self._held = self._held + delta, ""
-        if self._state == _LEAD:
-            head = text.lstrip()
-            if THINK.open.startswith(head):
-                self._held = text  # could still become the opener
-                return out
-            if not head.startswith(THINK.open):
-                self._state = _INNER
-                return self._inner.feed(text)
-            self._state = _REASON
-            text = head[len(THINK.open) :]
-        m = self._close.search(text)
-        if m is None:
-            safe = self._close.safe_end(text)
-            self._thoughts.write(text[:safe], out)
-            self._held = text[safe:]
-            return out
-        self._thoughts.write(text[: m.start()], out)
-        self._state = _INNER
-        out.extend(self._inner.feed(text[m.end() :]))
-        return out
-
-    def finish(self, *, truncated: bool = False) -> list[ParseEvent]:
-        out: list[ParseEvent] = []
-        held, self._held = self._held, ""
-        if self._state == _LEAD:
-            out.extend(self._inner.feed(held))
-        elif self._state == _REASON:
-            self._thoughts.write(held, out)
-        out.extend(self._inner.finish(truncated=truncated))
-        return out
 
 
 # ----------------------------------------------------------------------------- factory
@@ -331,10 +213,14 @@ _LENIENT = (
 
 def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:
     thinking = prompt_suffix.rstrip().endswith(THINK.open)
-    if name == "json":
-        return _ThinkFirst(_BareJson(), start_in_reasoning=thinking)
-    if name == "tool_request":
-        return _ThinkFirst(_ToolRequest(), start_in_reasoning=thinking)
+    if name in ("json", "tool_request"):
+        return CallParser(
+            reasoning=[_LEADING_THINK],
+            start_in_reasoning=thinking,
+            bare=_JsonValue if name == "json" else _ToolRequest,
+            bare_start="{[" if name == "json" else "{",
+            bare_lines=name == "json",
+        )
     if name == "json_fence":
         regions = [
             ToolRegion(open=opener, close="```", parse=_parse_block, json_aware=True)
