@@ -44,6 +44,8 @@ class MarkerScanner:
         Assumes `text[start:]` holds no complete marker (call `search` first).
         """
         n = len(text)
+        if self._max < 2:
+            return n  # no marker has a proper prefix to wait for
         for k in range(min(self._max - 1, n - start), 0, -1):
             if text[n - k :] in self._prefixes[k]:
                 return n - k
