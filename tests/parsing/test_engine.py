@@ -4,6 +4,9 @@ of block: a marker-closed region (`<call>{…}</call>`) and a structurally ended
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from streaming import every_split, summary
 
 from toolwire.parsing import ParsedOutput, assemble
@@ -88,3 +91,57 @@ def test_a_close_marker_hidden_by_an_unbalanced_quote_still_ends_the_region() ->
 def test_truncated_blocks_are_dropped() -> None:
     assert _parse('ok <call>{"name": "a"', truncated=True).content == "ok"
     assert _parse('ok @{"name": "a"', truncated=True).content == "ok"
+
+
+class _Salvaging(_At):
+    bare_at_end = True
+
+    def at_end(self, truncated: bool) -> list[RawCall] | None:
+        return [RawCall("salvaged", {})] if truncated else None
+
+
+def _parse_with(make: Callable[[], CallParser], text: str, **kw: Any) -> ParsedOutput:
+    results = []
+    for pieces in every_split(text):
+        parser = make()
+        events = [e for piece in pieces for e in parser.feed(piece)]
+        results.append(assemble([*events, *parser.finish(**kw)]))
+    for got in results:
+        assert summary(got) == summary(results[0])
+    return results[0]
+
+
+def _lines(**kw: Any) -> CallParser:
+    return CallParser(
+        reasoning=[Reasoning(open="<r>", close="</r>", leading=True)],
+        bare=_At,
+        bare_start="{",
+        bare_lines=True,
+        **kw,
+    )
+
+
+def test_a_leading_reasoning_region_opens_only_at_the_start() -> None:
+    out = _parse_with(_lines, ' \n<r>hm</r>{"name": "a"} <r>no</r>')
+    assert (out.reasoning, _names(out), out.content) == ("hm", ["a"], "<r>no</r>")
+    out = _parse_with(_lines, "x <r>no</r>")
+    assert (out.reasoning, out.content) == (None, "x <r>no</r>")
+    assert _parse_with(_lines, " <r>").content == "<r>"  # held, then text after all
+
+
+def test_bare_calls_at_any_line_start_keep_the_whitespace_before_them() -> None:
+    text = 'a {"name": "x"}\n  {"name": "b"} {"name": "c"}\n{"no": 1} {"name": "d"}'
+    out = _parse_with(_lines, text)
+    assert _names(out) == ["b", "c"]
+    assert out.content == 'a {"name": "x"}\n   \n{"no": 1} {"name": "d"}'
+
+
+def test_a_bare_reader_may_salvage_a_block_the_output_ends_in() -> None:
+    def make() -> CallParser:
+        return CallParser(bare=_Salvaging, bare_start="{")
+
+    assert _names(_parse_with(make, '{"name": "a"', truncated=True)) == ["salvaged"]
+    assert _parse_with(make, '{"name": "a"').content == '{"name": "a"'
+    # Without `bare_at_end`, a bare block cut short is content.
+    out = _parse_with(lambda: CallParser(bare=_At, bare_start="{"), '{"name"', truncated=True)
+    assert (out.content, out.tool_calls) == ('{"name"', [])
