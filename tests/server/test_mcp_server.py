@@ -212,3 +212,24 @@ async def test_toolwire_mcp_serve_over_stdio(tmp_path: Path) -> None:
     async with Client(params) as client:
         erased = await client.call_tool("erase", {"name": "x"})
         assert _text(erased) == "erased x"
+
+
+def test_the_sdk_is_loaded_only_when_an_mcp_client_comes() -> None:
+    # A quarter of an idle worker's memory: most gateways never see an MCP client.
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from starlette.testclient import TestClient\n"
+        "from toolwire.server import create_app\n"
+        "with TestClient(create_app()) as client:\n"
+        "    assert client.get('/healthz').status_code == 200\n"
+        "    print('before', 'mcp.server.lowlevel' in sys.modules)\n"
+        "    client.post('/mcp', json={'jsonrpc': '2.0', 'id': 1, 'method': 'ping'},\n"
+        "                headers={'accept': 'application/json, text/event-stream'})\n"
+        "    print('after', 'mcp.server.lowlevel' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.split() == ["before", "False", "after", "True"], out.stderr

@@ -96,9 +96,7 @@ class SSEResponse(Response):
 
         listener = asyncio.get_running_loop().create_task(listen())
         try:
-            await send(
-                {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
-            )
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async for chunk in self.body_iterator:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})

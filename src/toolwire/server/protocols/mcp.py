@@ -18,7 +18,9 @@ clients; there a destructive tool runs only when the command was started with `-
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
     from toolwire.server.gateway import Gateway
 
 __all__ = ["McpFrontDoor", "mcp_available", "serve_stdio"]
+
+logger = logging.getLogger("toolwire.server")
 
 PATH: Final = "/mcp"
 _RUN_PREFIX: Final = "mcp_"
@@ -165,16 +169,19 @@ def _visible(tools: list[Tool], ctx: ToolContext) -> list[Tool]:
 
 
 class McpFrontDoor:
-    """`/mcp` on the gateway: an ASGI endpoint and the session manager's lifespan."""
+    """`/mcp` on the gateway: an ASGI endpoint and the session manager's lifespan.
+
+    The SDK is loaded on the first `/mcp` request, not at start-up: it is a quarter of an
+    idle worker's memory (25 MB), and most gateways never receive an MCP client. Its
+    session manager then runs in a task of its own until the app shuts down.
+    """
 
     def __init__(self, gateway: Gateway) -> None:
-        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-
         self._gateway = gateway
-        server = _server(self._tools, _request_caller, self._run)
-        self._manager: StreamableHTTPSessionManager = StreamableHTTPSessionManager(
-            app=server, stateless=True, json_response=True
-        )
+        self._manager: StreamableHTTPSessionManager | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
 
     @property
     def routes(self) -> list[Route]:
@@ -182,8 +189,12 @@ class McpFrontDoor:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        async with self._manager.run():
+        try:
             yield
+        finally:
+            if self._runner is not None:
+                self._stop.set()
+                await self._runner
 
     async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -193,7 +204,32 @@ class McpFrontDoor:
             response = json_response(exc.body(), status=exc.status, headers=exc.headers)
             await response(scope, receive, send)
             return
-        await self._manager.handle_request(scope, receive, send)
+        manager = await self._started()
+        await manager.handle_request(scope, receive, send)
+
+    async def _started(self) -> StreamableHTTPSessionManager:
+        if self._runner is None:
+            self._runner = asyncio.get_running_loop().create_task(self._serve())
+        # Shielded: a client that leaves must not cancel the manager's start for others.
+        await asyncio.shield(self._ready.wait())
+        if self._manager is None:
+            raise GatewayError(503, "The MCP endpoint failed to start; see the gateway's log.")
+        return self._manager
+
+    async def _serve(self) -> None:
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        try:
+            server = _server(self._tools, _request_caller, self._run)
+            manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
+            async with manager.run():
+                self._manager = manager
+                self._ready.set()
+                await self._stop.wait()
+        except Exception:
+            logger.exception("The /mcp endpoint failed")
+        finally:
+            self._ready.set()  # a failed start releases the requests waiting for it
 
     async def _tools(self, caller: Caller) -> list[Tool]:
         return _visible(await self._gateway.runner.list_tools(), caller.ctx)
