@@ -30,7 +30,7 @@ class ModelObserver(Protocol):
     """Told about every upstream call of an `ObservedModel`."""
 
     def answered(self, model: str, seconds: float, *, stream: bool) -> None:
-        """A call ended well after `seconds` (a stream: at its last event)."""
+        """A call succeeded, `seconds` after it was sent (a stream: at its last event)."""
 
     def first_event(self, model: str, seconds: float) -> None:
         """A stream's first event arrived after `seconds`."""
