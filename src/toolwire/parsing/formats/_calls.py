@@ -8,7 +8,7 @@ markers, whitespace at the ends, truncation, failure reporting) and hands the te
 opener to a `CallReader`, which finds the block's end incrementally and parses the finished
 block. A `ToolRegion` declares the marker-closed kind: a reader that looks for the close
 marker (outside JSON strings when asked) and gives the whole inner text to a `parse`
-function, which so only ever sees complete text.
+function, so that it only ever sees complete text.
 """
 
 from __future__ import annotations
