@@ -65,3 +65,31 @@ def test_a_read_gives_the_chunks_deltas_joined(chunks: list[dict[str, Any]], siz
     for chunk in chunks:
         reference.feed(chunk)
     assert assembler.finish() == reference.finish()
+
+
+def test_a_text_chunk_of_the_learnt_shape_is_read_from_its_bytes() -> None:
+    from toolwire.models.openai_wire import TextChunkShape, plain_text
+
+    first = orjson.dumps(_chunk({"content": "Hel"}))
+    shape = TextChunkShape()
+    text = plain_text(orjson.loads(first))
+    assert text == "Hel"
+    shape.learn(first, text)
+    assert shape.known
+    assert shape.text(orjson.dumps(_chunk({"content": "lo, wörld"}))) == "lo, wörld"
+    assert shape.text(orjson.dumps(_chunk({"content": ""}))) == ""
+    # Anything the template cannot vouch for is decoded as JSON instead.
+    assert shape.text(orjson.dumps(_chunk({"content": 'say "hi"'}))) is None
+    assert shape.text(orjson.dumps(_chunk({"content": "a\\nb"}))) is None
+    assert shape.text(orjson.dumps(_chunk({"content": "x"}, "stop"))) is None
+    assert shape.text(orjson.dumps({**_chunk({"content": "x"}), "id": "other"})) is None
+    prefix = first[: first.index(b"Hel")]
+    assert shape.text(prefix + b"\xff" + first[first.index(b"Hel") + 3 :]) is None
+
+
+def test_a_chunk_whose_content_needs_decoding_teaches_no_shape() -> None:
+    from toolwire.models.openai_wire import TextChunkShape
+
+    shape = TextChunkShape()
+    shape.learn(orjson.dumps(_chunk({"content": 'a "quote"'})), 'a "quote"')
+    assert not shape.known

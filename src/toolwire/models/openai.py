@@ -339,12 +339,23 @@ def read_deltas(
     """
     done = False
     chunks: list[Any] = []
+    shape = assembler.shape
     for data in decoder.feed(piece):
         if data == b"[DONE]":
             done = True
             break
+        text = shape.text(data)
+        if text is not None:
+            chunks.append(text)  # a plain text chunk, read without decoding its JSON
+            continue
         try:
-            chunks.append(orjson.loads(data))
+            chunk = orjson.loads(data)
+            chunks.append(chunk)
+            plain = wire.plain_text(chunk)
+            if plain is not None:
+                # A plain text chunk of another shape (the first one names the role):
+                # the next ones are likelier to look like this one.
+                shape.learn(data, plain)
         except orjson.JSONDecodeError:
             for chunk in _decode_event(data):
                 if chunk is _DONE:

@@ -10,6 +10,7 @@ sent upstream go through `ids.upstream()`, ids read back through `ids.client()`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -338,6 +339,100 @@ class _PartialCall:
     """The id shown to the client, fixed when `ToolCallStart` is emitted."""
 
 
+def plain_text(chunk: Any) -> str | None:
+    """The content of a plain text chunk, else None.
+
+    A plain text chunk has one choice, index 0, a `delta` holding `content` (a string)
+    and nothing else that matters: no reasoning, no tool calls, no finish reason, no
+    usage.
+    """
+    if type(chunk) is not dict:
+        return None
+    choices = chunk.get("choices")
+    if type(choices) is not list or len(choices) != 1 or chunk.get("usage"):
+        return None
+    choice = choices[0]
+    if (
+        type(choice) is not dict
+        or choice.get("finish_reason") is not None
+        or choice.get("index", 0) != 0
+    ):
+        return None
+    delta = choice.get("delta")
+    if type(delta) is not dict:
+        return None
+    text = delta.get("content")
+    if (
+        type(text) is not str
+        or delta.get("tool_calls")
+        or delta.get("reasoning_content")
+        or delta.get("reasoning")
+    ):
+        return None
+    return text
+
+
+_CONTENT_KEY = b'"content":"'
+_RAW_STRING = re.compile(rb'[^"\\\x00-\x1f]*')
+"""JSON string content that needs no decoding: no quote, no escape, no control byte."""
+
+
+class TextChunkShape:
+    """Reads the content of a stream's plain text chunks from their bytes, without
+    decoding the JSON.
+
+    An upstream writes every text chunk of a stream the same way but for the content:
+    same id, model, timestamp and keys in the same order. Learnt from one plain text
+    chunk decoded in full, the bytes before its content string and after it are a
+    template: a chunk with that prefix and that suffix, whose middle needs no JSON
+    decoding (no quote, escape or control byte), is the same chunk with another content,
+    exactly. Anything else (an escape, another shape, a changed id) is decoded as usual.
+    """
+
+    __slots__ = ("_prefix", "_size", "_suffix")
+
+    def __init__(self) -> None:
+        self._prefix = b""
+        self._suffix = b""
+        self._size = 0
+
+    @property
+    def known(self) -> bool:
+        return self._size > 0
+
+    def text(self, data: bytes) -> str | None:
+        """The content of `data` when it is a plain text chunk of the learnt shape."""
+        prefix, suffix = self._prefix, self._suffix
+        if (
+            not self._size
+            or len(data) < self._size
+            or not data.startswith(prefix)
+            or not data.endswith(suffix)
+        ):
+            return None
+        middle = data[len(prefix) : len(data) - len(suffix)]
+        if _RAW_STRING.fullmatch(middle) is None:
+            return None
+        try:
+            return middle.decode()
+        except UnicodeDecodeError:
+            return None
+
+    def learn(self, data: bytes, text: str) -> None:
+        """Take the shape of `data`, a plain text chunk with content `text`, if its content
+        is written plainly and `"content":"` appears in it only there."""
+        start = data.find(_CONTENT_KEY)
+        if start < 0 or data.find(_CONTENT_KEY, start + 1) >= 0:
+            return
+        start += len(_CONTENT_KEY)
+        end = data.find(b'"', start)
+        middle = data[start:end]
+        if end < 0 or _RAW_STRING.fullmatch(middle) is None or middle != text.encode():
+            return
+        self._prefix, self._suffix = data[:start], data[end:]
+        self._size = len(self._prefix) + len(self._suffix)
+
+
 class ChatStreamAssembler:
     """Turns streamed Chat Completions chunks into deltas and one final `ModelResponse`.
 
@@ -365,6 +460,8 @@ class ChatStreamAssembler:
     """
 
     def __init__(self, ids: IdMap | None = None) -> None:
+        self.shape = TextChunkShape()
+        """The byte shape of this stream's plain text chunks, once one was seen."""
         self._ids = ids
         self._content: list[str] = []
         self._reasoning: list[str] = []
@@ -434,39 +531,19 @@ class ChatStreamAssembler:
         """The content of the plain text chunks from `chunks[start]` on, joined, and the
         index of the first chunk that is not one (to go through `feed`).
 
-        A plain text chunk has one choice, index 0, a `delta` holding `content` (a string)
-        and nothing else that matters: no reasoning, no tool calls, no finish reason, no
-        usage. That is nearly every chunk of a long answer; taking a run of them at once
-        (no delta object per chunk) is the gateway's main saving on fast streams.
+        A plain text chunk (see `plain_text`) is nearly every chunk of a long answer;
+        taking a run of them at once (no delta object per chunk) is the gateway's main
+        saving on fast streams. A `str` in `chunks` is such a chunk's content, already
+        read from its bytes (`TextChunkShape`).
         """
-        if self._model is None:
+        if self._model is None and type(chunks[start]) is not str:
             return "", start  # the first chunk goes through `feed` (it names the model)
         parts: list[str] = []
         i, n = start, len(chunks)
         while i < n:
             chunk = chunks[i]
-            if type(chunk) is not dict:
-                break
-            choices = chunk.get("choices")
-            if type(choices) is not list or len(choices) != 1 or chunk.get("usage"):
-                break
-            choice = choices[0]
-            if (
-                type(choice) is not dict
-                or choice.get("finish_reason") is not None
-                or choice.get("index", 0) != 0
-            ):
-                break
-            delta = choice.get("delta")
-            if type(delta) is not dict:
-                break
-            text = delta.get("content")
-            if (
-                type(text) is not str
-                or delta.get("tool_calls")
-                or delta.get("reasoning_content")
-                or delta.get("reasoning")
-            ):
+            text = chunk if type(chunk) is str else plain_text(chunk)
+            if text is None:
                 break
             if text:
                 parts.append(text)
