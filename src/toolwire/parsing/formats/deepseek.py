@@ -54,7 +54,7 @@ class _SectionParser(MarkerMachine):
         super().__init__()
         self._content = TextSink(ContentDelta)
         self._reasoning = TextSink(ReasoningDelta)
-        self._state = _REASONING if prompt_suffix.rstrip().endswith(THINK_OPEN) else _CONTENT
+        self._mode = _REASONING if prompt_suffix.rstrip().endswith(THINK_OPEN) else _CONTENT
         self._gap: list[str] = []  # whitespace between calls, dropped unless text follows
         self._raw: list[str] = []  # the current call as written, from its open marker
         # A failed call's text goes back as content with the section's markers around it
@@ -93,11 +93,11 @@ class _SectionParser(MarkerMachine):
     # -- the machine
 
     def _scanner(self) -> MarkerScanner:
-        scan = self._base_scanners.get(self._state)
+        scan = self._base_scanners.get(self._mode)
         return scan if scan is not None else self._call_scanner()
 
     def _text(self, text: str, out: list[ParseEvent]) -> None:
-        state = self._state
+        state = self._mode
         if state == _CONTENT:
             self._content.write(text, out)
         elif state == _REASONING:
@@ -113,18 +113,18 @@ class _SectionParser(MarkerMachine):
             self._call_text(text)
 
     def _marker(self, marker: str, out: list[ParseEvent]) -> None:
-        state = self._state
+        state = self._mode
         if state == _CONTENT:
             if marker in self.SECTION_OPENS:
-                self._state = _SECTION
+                self._mode = _SECTION
                 self._section_opener = marker
                 self._section_failed = False
             elif marker == THINK_OPEN:
-                self._state = _REASONING
+                self._mode = _REASONING
             # a stray </think> or end-of-sentence token is dropped
         elif state == _REASONING:
             if marker == THINK_CLOSE:
-                self._state = _CONTENT
+                self._mode = _CONTENT
         elif state == _SECTION:
             self._gap.clear()
             if marker in self.CALL_OPENS:
@@ -133,7 +133,7 @@ class _SectionParser(MarkerMachine):
             else:
                 if self._section_failed:
                     self._content.write(marker, out)
-                self._state = _CONTENT
+                self._mode = _CONTENT
         else:
             self._raw.append(marker)
             self._call_marker(marker, out)
@@ -153,7 +153,7 @@ class _SectionParser(MarkerMachine):
             self._section_opener = ""
             self._content.write(text, out)
             self._failed("invalid", text, out)
-        self._state = _CONTENT if section_closed else _SECTION
+        self._mode = _CONTENT if section_closed else _SECTION
 
     # -- the end of output
 
@@ -164,7 +164,7 @@ class _SectionParser(MarkerMachine):
         return out
 
     def _finish_state(self, truncated: bool, out: list[ParseEvent]) -> None:
-        if self._state not in (_CONTENT, _REASONING, _SECTION):
+        if self._mode not in (_CONTENT, _REASONING, _SECTION):
             if truncated:
                 self._raw = []  # the model never finished this call
             else:
@@ -172,7 +172,7 @@ class _SectionParser(MarkerMachine):
                 if self._raw:
                     self._complete(call, out)
         self._gap.clear()
-        self._state = _CONTENT
+        self._mode = _CONTENT
 
 
 # ----------------------------------------------------------------------------- V3, V3.1
@@ -212,20 +212,20 @@ class ToolCallsParser(_SectionParser):
     CALL_OPENS = (CALL_BEGIN,)
 
     def _call_scanner(self) -> MarkerScanner:
-        return JSON_STRING if self._state == _ARGS_STRING else _ARGS_SCAN
+        return JSON_STRING if self._mode == _ARGS_STRING else _ARGS_SCAN
 
     def _begin_call(self, marker: str) -> None:
-        self._state = _ARGS
+        self._mode = _ARGS
 
     def _call_text(self, text: str) -> None:
         pass  # kept in self._raw
 
     def _call_marker(self, marker: str, out: list[ParseEvent]) -> None:
-        if self._state == _ARGS_STRING:
+        if self._mode == _ARGS_STRING:
             if marker == '"':
-                self._state = _ARGS
+                self._mode = _ARGS
         elif marker == '"':
-            self._state = _ARGS_STRING
+            self._mode = _ARGS_STRING
         else:
             call = parse_tool_call("".join(self._raw[1:-1]))
             self._complete(call, out, section_closed=marker == CALLS_END)
@@ -242,8 +242,7 @@ class ToolCallsParser(_SectionParser):
         cut, marker = min(hits)
         self._raw = [self._raw[0], inner[:cut], marker]
         self._complete(parse_tool_call(inner[:cut]), out, section_closed=marker == CALLS_END)
-        self._run(inner[cut + len(marker) :], out)
-        self._release(out)
+        self._replay(inner[cut + len(marker) :], out)
         self._finish_state(False, out)
         return None
 
@@ -311,14 +310,14 @@ class DsmlParser(_SectionParser):
         self._params: dict[str, Any] = {}
 
     def _call_scanner(self) -> MarkerScanner:
-        return _DSML_SCANNERS[self._state]
+        return _DSML_SCANNERS[self._mode]
 
     def _begin_call(self, marker: str) -> None:
         self._tag, self._body, self._params = [], [], {}
-        self._state = _INVOKE_TAG
+        self._mode = _INVOKE_TAG
 
     def _call_text(self, text: str) -> None:
-        state = self._state
+        state = self._mode
         if state == _INVOKE_TAG:
             self._tag.append(text)
         elif state == _INVOKE_BODY:
@@ -329,16 +328,16 @@ class DsmlParser(_SectionParser):
             self._value.append(text)
 
     def _call_marker(self, marker: str, out: list[ParseEvent]) -> None:
-        state = self._state
+        state = self._mode
         if state == _INVOKE_TAG:
             if marker == "/>":
                 self._complete(self._invoke(), out)
             else:
-                self._state = _INVOKE_BODY
+                self._mode = _INVOKE_BODY
         elif state == _INVOKE_BODY:
             if marker in PARAM_OPENS:
                 self._ptag = []
-                self._state = _PARAM_TAG
+                self._mode = _PARAM_TAG
             else:
                 section_closed = marker in DSML_SECTION_CLOSES
                 self._complete(self._invoke(), out, section_closed=section_closed)
@@ -346,12 +345,12 @@ class DsmlParser(_SectionParser):
             self._value = []
             if marker == "/>":
                 self._add_param()
-                self._state = _INVOKE_BODY
+                self._mode = _INVOKE_BODY
             else:
-                self._state = _PARAM_VALUE
+                self._mode = _PARAM_VALUE
         else:
             self._add_param()
-            self._state = _INVOKE_BODY
+            self._mode = _INVOKE_BODY
 
     def _add_param(self) -> None:
         attrs = _attrs("".join(self._ptag))
@@ -386,7 +385,7 @@ class DsmlParser(_SectionParser):
         return None if args is None else RawCall(name, args)
 
     def _call_at_end(self, out: list[ParseEvent]) -> RawCall | None:
-        return self._invoke() if self._state == _INVOKE_BODY else None
+        return self._invoke() if self._mode == _INVOKE_BODY else None
 
 
 def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:

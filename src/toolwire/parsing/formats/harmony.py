@@ -62,7 +62,7 @@ class HarmonyParser(MarkerMachine):
     def __init__(self, tools: ToolSpecs = None, prompt_suffix: str = "") -> None:
         super().__init__()
         self._tools = tool_names(tools)
-        self._state = _HEADER
+        self._mode = _HEADER
         self._role: list[str] = []
         self._channel: list[str] | None = None  # None until the header names a channel
         self._body: list[str] = []
@@ -78,15 +78,15 @@ class HarmonyParser(MarkerMachine):
             self._reasoning = TextSink(ReasoningDelta)
             self._call_index = 0
         # Text before any marker, kept in case the output is not Harmony at all.
-        self._plain = [] if self._state == _HEADER else None
+        self._plain = [] if self._mode == _HEADER else None
 
     # -- the machine
 
     def _scanner(self) -> MarkerScanner:
-        return _SCANNERS[self._state]
+        return _SCANNERS[self._mode]
 
     def _text(self, text: str, out: list[ParseEvent]) -> None:
-        state = self._state
+        state = self._mode
         if state == _CONTENT:
             self._content.write(text, out)
         elif state == _REASONING:
@@ -100,16 +100,16 @@ class HarmonyParser(MarkerMachine):
 
     def _marker(self, marker: str, out: list[ParseEvent]) -> None:
         self._plain = None
-        state = self._state
+        state = self._mode
         if state == _HEADER:
             self._header_marker(marker)
         elif state == _STRING:
             self._body.append(marker)
             if marker == '"':
-                self._state = _CALL
+                self._mode = _CALL
         elif state == _CALL and marker == '"':
             self._body.append(marker)
-            self._state = _STRING
+            self._mode = _STRING
         elif state == _CALL:
             self._end_call(closed=True, out=out)
         else:  # the end of a text or skipped message
@@ -131,7 +131,7 @@ class HarmonyParser(MarkerMachine):
             self._new_header()
 
     def _new_header(self) -> None:
-        self._state = _HEADER
+        self._mode = _HEADER
         self._role = []
         self._channel = None
 
@@ -149,18 +149,18 @@ class HarmonyParser(MarkerMachine):
             elif recipient in self._tools:
                 self._name = recipient
             else:
-                self._state = _SKIP  # a built-in tool (python, browser.*) or nonsense
+                self._mode = _SKIP  # a built-in tool (python, browser.*) or nonsense
                 return
             self._body = []
-            self._state = _CALL
+            self._mode = _CALL
         elif channel == "analysis":
-            self._state = _REASONING
+            self._mode = _REASONING
         elif channel in ("final", "commentary", ""):
             # A preamble and the final answer are two messages: keep them apart.
             self._content.new_paragraph()
-            self._state = _CONTENT
+            self._mode = _CONTENT
         else:
-            self._state = _SKIP
+            self._mode = _SKIP
 
     def _end_call(self, *, closed: bool, out: list[ParseEvent]) -> None:
         body = "".join(self._body)
@@ -176,8 +176,7 @@ class HarmonyParser(MarkerMachine):
                 # An unbalanced quote hid the end token; split at it as written.
                 start, end = cut
                 self._content.write(body[:start], out)
-                self._run(body[end:], out)
-                self._release(out)
+                self._replay(body[end:], out)
                 self._finish_state(truncated=False, out=out)
                 return
         self._content.write(body, out)  # malformed arguments degrade to content
@@ -192,7 +191,7 @@ class HarmonyParser(MarkerMachine):
         return out
 
     def _finish_state(self, *, truncated: bool, out: list[ParseEvent]) -> None:
-        state = self._state
+        state = self._mode
         if state in (_CALL, _STRING):
             if truncated:
                 self._body = []  # the model never finished this call
@@ -203,7 +202,7 @@ class HarmonyParser(MarkerMachine):
             # No marker at all: this output is not Harmony; it is plain content.
             text, self._plain = "".join(self._plain), None
             self._content.write(text, out)
-        self._state = _SKIP
+        self._mode = _SKIP
 
 
 def _first_end(body: str) -> tuple[int, int] | None:
