@@ -66,8 +66,9 @@ class MarkerMachine(CursorParser):
                 self._text(buf[pos:end], self._out)
             self._pos = end
             return False
-        if m.start() > pos:
-            self._text(buf[pos : m.start()], self._out)
+        start = m.start()
+        if start > pos:
+            self._text(buf[pos:start], self._out)
         self._pos = m.end()
         self._marker(m.group(), self._out)
         return True

@@ -85,7 +85,8 @@ class CursorParser(StreamParser):
                 self._mark = 0
             self._buf = self._buf[self._pos :] + delta
             self._pos = 0
-            self._run()
+            while self._state():  # `_run`, inlined: once per delta
+                pass
         return out
 
     def finish(self, *, truncated: bool = False) -> list[ParseEvent]:
