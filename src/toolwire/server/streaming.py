@@ -104,6 +104,8 @@ class SSEResponse(Response):
             if not gone:
                 raise
             task.uncancel()  # the client left: a normal end, not a cancellation
+        except OSError:
+            pass  # servers of ASGI spec 2.4 report a client that left this way
         finally:
             listener.cancel()
             await _close(self.body_iterator)
