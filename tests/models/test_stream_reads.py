@@ -74,8 +74,9 @@ def test_a_text_chunk_of_the_learnt_shape_is_read_from_its_bytes() -> None:
     shape = TextChunkShape()
     text = plain_text(orjson.loads(first))
     assert text == "Hel"
+    assert shape.text(first) is None  # nothing learnt yet
     shape.learn(first, text)
-    assert shape.known
+    assert shape.text(first) == "Hel"
     assert shape.text(orjson.dumps(_chunk({"content": "lo, wörld"}))) == "lo, wörld"
     assert shape.text(orjson.dumps(_chunk({"content": ""}))) == ""
     # Anything the template cannot vouch for is decoded as JSON instead.
@@ -92,4 +93,4 @@ def test_a_chunk_whose_content_needs_decoding_teaches_no_shape() -> None:
 
     shape = TextChunkShape()
     shape.learn(orjson.dumps(_chunk({"content": 'a "quote"'})), 'a "quote"')
-    assert not shape.known
+    assert shape.text(orjson.dumps(_chunk({"content": "plain"}))) is None

@@ -105,8 +105,6 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return self._session
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        import aiohttp
-
         session = self._open()
         timeout = request.extensions.get("timeout", {})
         with _mapped(request):
@@ -117,10 +115,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 data=request.content or None,
                 allow_redirects=False,
                 compress=False,
-                timeout=aiohttp.ClientTimeout(
-                    sock_connect=timeout.get("connect"),
-                    sock_read=timeout.get("read"),
-                    connect=timeout.get("pool"),
+                timeout=_client_timeout(
+                    timeout.get("connect"), timeout.get("read"), timeout.get("pool")
                 ),
             ).__aenter__()
         return httpx.Response(
@@ -153,7 +149,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 allow_redirects=False,
                 compress=False,
                 skip_auto_headers=_SKIP_AUTO_HEADERS,
-                timeout=_client_timeout(limits),
+                timeout=_client_timeout(limits.connect, limits.read, limits.pool),
             ).__aenter__()
         return RawResponse(response)
 
@@ -168,14 +164,17 @@ _SKIP_AUTO_HEADERS = ("Accept-Encoding",)
 _TIMEOUTS: dict[tuple[float | None, ...], aiohttp.ClientTimeout] = {}
 
 
-def _client_timeout(timeout: httpx.Timeout) -> aiohttp.ClientTimeout:
-    key = (timeout.connect, timeout.read, timeout.pool)
+def _client_timeout(
+    connect: float | None, read: float | None, pool: float | None
+) -> aiohttp.ClientTimeout:
+    """aiohttp's timeouts for httpx's (one object per distinct set, made once)."""
+    key = (connect, read, pool)
     found = _TIMEOUTS.get(key)
     if found is None:
         import aiohttp
 
         found = _TIMEOUTS[key] = aiohttp.ClientTimeout(
-            sock_connect=timeout.connect, sock_read=timeout.read, connect=timeout.pool
+            sock_connect=connect, sock_read=read, connect=pool
         )
     return found
 
@@ -191,15 +190,21 @@ class RawResponse:
         self.status_code: int = response.status
         self.headers: Mapping[str, str] = response.headers
 
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        with _mapped(None):
-            # Whatever has arrived, up to 64 KB at a time: many small SSE events in one
-            # piece rather than one Python round trip per HTTP chunk.
-            async for data in self._response.content.iter_any():
-                yield data
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
+        return _body(self._response, None)
 
     async def aclose(self) -> None:
         _release(self._response)
+
+
+async def _body(
+    response: aiohttp.ClientResponse, request: httpx.Request | None
+) -> AsyncIterator[bytes]:
+    with _mapped(request):
+        # Whatever has arrived, up to 64 KB at a time: many small SSE events in one
+        # piece rather than one Python round trip per HTTP chunk.
+        async for data in response.content.iter_any():
+            yield data
 
 
 def _release(response: aiohttp.ClientResponse) -> None:
@@ -216,12 +221,8 @@ class _ResponseStream(httpx.AsyncByteStream):
         self._response = response
         self._request = request
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _mapped(self._request):
-            # Whatever has arrived, up to 64 KB at a time: many small SSE events in one
-            # piece rather than one Python round trip per HTTP chunk.
-            async for data in self._response.content.iter_any():
-                yield data
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _body(self._response, self._request)
 
     async def aclose(self) -> None:
         _release(self._response)

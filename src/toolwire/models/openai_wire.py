@@ -396,10 +396,6 @@ class TextChunkShape:
         self._suffix = b""
         self._size = 0
 
-    @property
-    def known(self) -> bool:
-        return self._size > 0
-
     def text(self, data: bytes) -> str | None:
         """The content of `data` when it is a plain text chunk of the learnt shape."""
         prefix, suffix = self._prefix, self._suffix

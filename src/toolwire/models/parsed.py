@@ -78,8 +78,6 @@ class ParsedTurn:
         specs = [t.to_openai() for t in tools]
         self._format = format
         self._on_failure = on_failure
-        self.failures: list[ParseFailure] = []
-        """Calls the output opened but did not write validly (their text is content)."""
         self._parser = parser_for(model, specs, format=format, prompt_suffix=prompt_suffix)
         self._max = max_calls
         self._next = 0
@@ -171,7 +169,6 @@ class ParsedTurn:
                 self._parsed[index] = (event.id, event.name, [])
                 out.append(ToolCallStart(index, event.id, event.name))
         elif isinstance(event, ParseFailure):
-            self.failures.append(event)
             if self._on_failure is not None:
                 self._on_failure(self._format, event)
         else:
@@ -250,8 +247,9 @@ class ParsingModel:
             `inner.name`.
         prompt_suffix: The end of the upstream's generation prompt, when it pre-fills
             something (`"<think>\\n"`), so the parser knows where the output starts.
-        on_failure: Called with the format and the failure for each call the upstream
-            opened but did not write validly (metrics count them; the text stays content).
+        on_parse_failure: Called with the format and the failure for each call the
+            upstream opened but did not write validly (metrics count them; the text stays
+            content).
     """
 
     def __init__(
@@ -260,12 +258,12 @@ class ParsingModel:
         format: str,
         *,
         prompt_suffix: str = "",
-        on_failure: FailureHook | None = None,
+        on_parse_failure: FailureHook | None = None,
     ) -> None:
         self._inner = inner
         self._format = format_for(inner.name, format=None if format == "auto" else format)
         self._suffix = prompt_suffix
-        self.on_failure = on_failure
+        self.on_parse_failure = on_parse_failure
 
     @property
     def name(self) -> str:
@@ -291,7 +289,7 @@ class ParsingModel:
             tools,
             prompt_suffix=self._suffix,
             max_calls=call_limit(settings),
-            on_failure=self.on_failure,
+            on_failure=self.on_parse_failure,
         )
 
     async def complete(

@@ -85,7 +85,7 @@ def build_model(
     if observer is not None:
         base = ObservedModel(base, observer)
     if mode == "parse":
-        return ParsingModel(base, fmt or "auto", on_failure=on_parse_failure)
+        return ParsingModel(base, fmt or "auto", on_parse_failure=on_parse_failure)
     if mode == "prompted":
         from toolwire.models.prompted import PromptedModel
 
@@ -96,5 +96,5 @@ def build_model(
             on_parse_failure=on_parse_failure,
         )
     if dialect == "tool_request":
-        return ParsingModel(base, "tool_request", on_failure=on_parse_failure)
+        return ParsingModel(base, "tool_request", on_parse_failure=on_parse_failure)
     return base
