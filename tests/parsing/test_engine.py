@@ -11,8 +11,8 @@ from streaming import every_split, summary
 
 from toolwire.parsing import ParsedOutput, assemble
 from toolwire.parsing._base import RawCall
+from toolwire.parsing._blocks import CallParser, CallReader, Reasoning, ToolRegion
 from toolwire.parsing._json import JsonEndScanner, loads_object
-from toolwire.parsing.formats._calls import CallParser, CallReader, Reasoning, ToolRegion
 
 
 def _region(inner: str, closed: bool, truncated: bool) -> list[RawCall] | None:

@@ -90,3 +90,44 @@ def test_calls_to_tools_not_offered_are_returned_and_marked() -> None:
     assert {c.offered for c in parse_output(text, "any-model", format="hermes").tool_calls} == {
         None
     }
+
+
+THINK_FORMATS = [
+    "hermes",
+    "pre_json",
+    "json_fence",
+    "json",
+    "tool_request",
+    "qwen3_xml",
+    "mistral_v11",
+    "deepseek_v3",
+    "deepseek_v32",
+    "kimi_k2",
+    "kimi_k2_thinking",
+    "glm45",
+    "glm47",
+]
+
+
+@pytest.mark.parametrize("fmt", THINK_FORMATS)
+@pytest.mark.parametrize(
+    ("suffix", "in_reasoning"),
+    [
+        ("<|assistant|>\n<think>\n", True),
+        # The template (or the client) pre-filled the first words of the reasoning.
+        ("<|assistant|>\n<think>\nThe user wants", True),
+        ("<|assistant|>\n<think></think>\n", False),
+        # An earlier turn's reasoning was closed; this turn's prompt opens none.
+        ("<think>old</think>answer<|user|>hi<|assistant|>\n", False),
+    ],
+)
+def test_every_format_reads_a_prefilled_think_by_one_rule(
+    fmt: str, suffix: str, in_reasoning: bool
+) -> None:
+    out = parse_output("plan</think>answer", "any", format=fmt, prompt_suffix=suffix)
+    if in_reasoning:
+        assert (out.reasoning, out.content) == ("plan", "answer")
+    else:
+        # Outside reasoning a stray `</think>` is dropped by most formats, kept by a few.
+        assert out.reasoning is None
+        assert out.content in ("plananswer", "plan</think>answer")

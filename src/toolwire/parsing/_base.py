@@ -18,7 +18,7 @@ from toolwire.parsing.events import (
     ToolCallStart,
 )
 
-__all__ = ["RawCall", "StreamParser", "TextSink", "ToolSpecs", "tool_names"]
+__all__ = ["RawCall", "StreamParser", "TextSink", "ToolSpecs", "left_open", "tool_names"]
 
 ToolSpecs = Sequence[Mapping[str, Any]] | None
 """Tools offered to the model, in OpenAI `tools` form (`{"type": "function", "function": ...}`)
@@ -33,6 +33,18 @@ def tool_names(tools: ToolSpecs) -> set[str]:
         if isinstance(fn, Mapping) and isinstance(fn.get("name"), str):
             names.add(fn["name"])
     return names
+
+
+def left_open(prompt_suffix: str, open: str, close: str) -> bool:
+    """Whether the end of the generation prompt leaves `open` unclosed (its last `open`
+    after its last `close`): the output then starts inside that region.
+
+    Every format decides "the template pre-filled `<think>`" by this one rule, so a prompt
+    that also pre-fills the first words of the reasoning counts, and an earlier turn's
+    closed reasoning does not.
+    """
+    opened = prompt_suffix.rfind(open)
+    return opened >= 0 and opened > prompt_suffix.rfind(close)
 
 
 @dataclass(frozen=True, slots=True)

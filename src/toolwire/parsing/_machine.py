@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from abc import abstractmethod
 
+from toolwire.parsing._engine import CursorParser
 from toolwire.parsing._scan import MarkerScanner
 from toolwire.parsing.events import ParseEvent
-from toolwire.parsing.formats._cursor import CursorParser
 
 __all__ = ["JSON_QUOTE", "JSON_STRING", "MarkerMachine"]
 

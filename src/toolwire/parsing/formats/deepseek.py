@@ -26,7 +26,7 @@ from abc import abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-from toolwire.parsing._base import RawCall, StreamParser, TextSink, ToolSpecs
+from toolwire.parsing._base import RawCall, StreamParser, TextSink, ToolSpecs, left_open
 from toolwire.parsing._json import loads, loads_object
 from toolwire.parsing._machine import JSON_QUOTE, JSON_STRING, MarkerMachine
 from toolwire.parsing._scan import MarkerScanner
@@ -54,7 +54,7 @@ class _SectionParser(MarkerMachine):
         super().__init__()
         self._content = TextSink(ContentDelta)
         self._reasoning = TextSink(ReasoningDelta)
-        self._mode = _REASONING if prompt_suffix.rstrip().endswith(THINK_OPEN) else _CONTENT
+        self._mode = _REASONING if left_open(prompt_suffix, THINK_OPEN, THINK_CLOSE) else _CONTENT
         self._gap: list[str] = []  # whitespace between calls, dropped unless text follows
         self._raw: list[str] = []  # the current call as written, from its open marker
         # A failed call's text goes back as content with the section's markers around it
@@ -181,7 +181,8 @@ CALLS_BEGIN, CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end
 CALL_BEGIN, CALL_END, TOOL_SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"
 
 _ARGS, _ARGS_STRING = 10, 11
-_ARGS_SCAN = MarkerScanner([JSON_QUOTE, CALL_END, CALLS_END])
+_ENDS_SCAN = MarkerScanner([CALL_END, CALLS_END])
+_ARGS_SCAN = MarkerScanner([JSON_QUOTE, *_ENDS_SCAN.markers])
 
 
 def parse_tool_call(inner: str) -> RawCall | None:
@@ -235,11 +236,11 @@ class ToolCallsParser(_SectionParser):
         call = parse_tool_call(inner)
         if call is not None:
             return call
-        hits = [(i, m) for m in (CALL_END, CALLS_END) if (i := inner.find(m)) >= 0]
-        if not hits:
+        hit = _ENDS_SCAN.search(inner)
+        if hit is None:
             return None
         # An unbalanced quote hid the end marker; split at it as written.
-        cut, marker = min(hits)
+        cut, marker = hit.start(), hit.group()
         self._raw = [self._raw[0], inner[:cut], marker]
         self._complete(parse_tool_call(inner[:cut]), out, section_closed=marker == CALLS_END)
         self._replay(inner[cut + len(marker) :], out)

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
-from toolwire.parsing.formats._calls import CallParser, CallReader, Reasoning
+from toolwire.parsing._blocks import CallParser, CallReader, Reasoning
 
 TOOL_CALL, TOOL_CALL_END = "<|tool_call>", "<tool_call|>"
 QUOTE = '<|"|>'

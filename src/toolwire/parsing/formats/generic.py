@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
+from toolwire.parsing._blocks import CallParser, CallReader, Reasoning, ToolRegion
 from toolwire.parsing._json import JsonEndScanner, loads, loads_object
-from toolwire.parsing.formats._calls import CallParser, CallReader, Reasoning, ToolRegion
 from toolwire.parsing.formats.hermes import call_from_object
 
 THINK = Reasoning(open="<think>", close="</think>")
@@ -212,11 +212,10 @@ _LENIENT = (
 
 
 def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:
-    thinking = prompt_suffix.rstrip().endswith(THINK.open)
     if name in ("json", "tool_request"):
         return CallParser(
             reasoning=[_LEADING_THINK],
-            start_in_reasoning=thinking,
+            prompt_suffix=prompt_suffix,
             bare=_JsonValue if name == "json" else _ToolRequest,
             bare_start="{[" if name == "json" else "{",
             bare_lines=name == "json",
@@ -235,6 +234,6 @@ def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser
     return CallParser(
         regions=[*regions, *_LENIENT],
         reasoning=[THINK],
-        start_in_reasoning=thinking,
+        prompt_suffix=prompt_suffix,
         drop=[THINK.close],
     )

@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
+from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs, left_open
+from toolwire.parsing._engine import WAIT, CursorParser
 from toolwire.parsing._scan import MarkerScanner
-from toolwire.parsing.formats._cursor import WAIT, CursorParser
 from toolwire.parsing.formats._schema import ArgSchemas
 
 TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
@@ -170,11 +170,10 @@ class GlmParser(CursorParser):
 
 
 def _starts_in_reasoning(name: str, prompt_suffix: str) -> bool:
-    suffix = prompt_suffix.rstrip()
-    if not suffix:
+    if not prompt_suffix.strip():
         # No prompt given: assume the template's default generation prompt.
         return name == "glm47"
-    return suffix.endswith(THINK_OPEN)
+    return left_open(prompt_suffix, THINK_OPEN, THINK_CLOSE)
 
 
 def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:

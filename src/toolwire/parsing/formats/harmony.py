@@ -36,14 +36,14 @@ MARKERS = (START, END, CALL, RETURN, MESSAGE, CHANNEL, CONSTRAIN)
 
 _HEADER, _REASONING, _CONTENT, _CALL, _STRING, _SKIP = range(6)
 
-_CALL_ENDS = (CALL, END, RETURN)
+_CALL_ENDS = MarkerScanner([CALL, END, RETURN])
 _SCANNERS = {
     _HEADER: MarkerScanner(MARKERS),
     _REASONING: MarkerScanner([END, RETURN]),
     _CONTENT: MarkerScanner([END, RETURN]),
-    _CALL: MarkerScanner([JSON_QUOTE, *_CALL_ENDS]),
+    _CALL: MarkerScanner([JSON_QUOTE, *_CALL_ENDS.markers]),
     _STRING: JSON_STRING,
-    _SKIP: MarkerScanner(_CALL_ENDS),
+    _SKIP: _CALL_ENDS,
 }
 _RECIPIENT = re.compile(r"(?:^|\s)to=(\S+)")
 _FUNCTIONS = "functions."
@@ -171,12 +171,11 @@ class HarmonyParser(MarkerMachine):
             out.extend(self._call_events(RawCall(self._name, args)))
             return
         if not closed:
-            cut = _first_end(body)
+            cut = _CALL_ENDS.search(body)
             if cut is not None:
                 # An unbalanced quote hid the end token; split at it as written.
-                start, end = cut
-                self._content.write(body[:start], out)
-                self._replay(body[end:], out)
+                self._content.write(body[: cut.start()], out)
+                self._replay(body[cut.end() :], out)
                 self._finish_state(truncated=False, out=out)
                 return
         self._content.write(body, out)  # malformed arguments degrade to content
@@ -203,11 +202,6 @@ class HarmonyParser(MarkerMachine):
             text, self._plain = "".join(self._plain), None
             self._content.write(text, out)
         self._mode = _SKIP
-
-
-def _first_end(body: str) -> tuple[int, int] | None:
-    hits = [(i, i + len(m)) for m in _CALL_ENDS if (i := body.find(m)) >= 0]
-    return min(hits) if hits else None
 
 
 def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:

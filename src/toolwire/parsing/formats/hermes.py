@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
+from toolwire.parsing._blocks import CallParser, Reasoning, ToolRegion
 from toolwire.parsing._json import loads, loads_object
-from toolwire.parsing.formats._calls import CallParser, Reasoning, ToolRegion
 
 THINK = Reasoning(open="<think>", close="</think>")
 
@@ -66,7 +66,7 @@ def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser
             )
         ],
         reasoning=[THINK],
-        start_in_reasoning=prompt_suffix.rstrip().endswith("<think>"),
+        prompt_suffix=prompt_suffix,
         drop=_DROP,
         calls_end_reasoning=True,
     )

@@ -29,11 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
+from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs, left_open
+from toolwire.parsing._engine import WAIT, CursorParser
 from toolwire.parsing._json import loads_object
 from toolwire.parsing._scan import MarkerScanner
 from toolwire.parsing.events import ParseEvent
-from toolwire.parsing.formats._cursor import WAIT, CursorParser
 from toolwire.parsing.formats._schema import ArgSchemas, coerce, types_of
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -404,7 +404,9 @@ def _k3_starts_in_reasoning(prompt_suffix: str) -> bool:
 def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:
     if name == "kimi_k3":
         return KimiK3Parser(tools, start_in_reasoning=_k3_starts_in_reasoning(prompt_suffix))
-    suffix = prompt_suffix.rstrip()
     # No prompt given: the thinking models' default prompt opens `<think>`.
-    in_reasoning = suffix.endswith(THINK_OPEN) if suffix else name == "kimi_k2_thinking"
+    if prompt_suffix.strip():
+        in_reasoning = left_open(prompt_suffix, THINK_OPEN, THINK_CLOSE)
+    else:
+        in_reasoning = name == "kimi_k2_thinking"
     return KimiK2Parser(start_in_reasoning=in_reasoning)

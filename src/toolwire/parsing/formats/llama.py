@@ -22,8 +22,8 @@ import re
 from typing import Any
 
 from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
+from toolwire.parsing._blocks import CallParser, CallReader
 from toolwire.parsing._json import JsonEndScanner, loads_object
-from toolwire.parsing.formats._calls import CallParser, CallReader
 
 PYTHON_TAG = "<|python_tag|>"
 PYTHON_START, PYTHON_END = "<|python_start|>", "<|python_end|>"

@@ -17,8 +17,8 @@ import re
 from typing import Any
 
 from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
+from toolwire.parsing._blocks import CallParser, CallReader, Reasoning
 from toolwire.parsing._json import JsonEndScanner, loads, loads_object
-from toolwire.parsing.formats._calls import CallParser, CallReader, Reasoning
 
 TOOL_CALLS, ARGS, CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 THINK = Reasoning(open="[THINK]", close="[/THINK]")

@@ -36,9 +36,9 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
+from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs, left_open
+from toolwire.parsing._engine import WAIT, CursorParser
 from toolwire.parsing._scan import MarkerScanner
-from toolwire.parsing.formats._cursor import WAIT, CursorParser
 from toolwire.parsing.formats._schema import ArgSchemas
 
 TOOL_OPEN, TOOL_CLOSE = "<tool_call>", "</tool_call>"
@@ -334,4 +334,5 @@ class QwenXmlParser(CursorParser):
 
 
 def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:
-    return QwenXmlParser(tools, start_in_reasoning=prompt_suffix.rstrip().endswith(THINK_OPEN))
+    in_reasoning = left_open(prompt_suffix, THINK_OPEN, THINK_CLOSE)
+    return QwenXmlParser(tools, start_in_reasoning=in_reasoning)

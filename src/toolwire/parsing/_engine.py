@@ -1,11 +1,7 @@
-"""A state-machine stream parser for formats whose calls need structure to be found.
+"""The incremental engine every stream parser is built on.
 
-A `ToolRegion` (`_calls.py`) hands a block to its format once the close marker is seen. Not
-enough when the close marker may also appear as data inside a raw (unescaped) argument
-value, as in Qwen XML (`</tool_call>` inside a `<parameter=…>` value), GLM
-(`</tool_call>` inside `<arg_value>`) and Kimi-K3, or when a call must be emitted as soon as
-its own end marker arrives inside a section of several calls (Kimi-K2). `CursorParser`
-reads such formats as a state machine over a short buffer:
+A parser is a state machine over a short buffer: `feed` appends the delta and runs the
+current state until it needs more input.
 
 - a state looks at `_buf[_pos:]`, consumes what it can decide now and returns True when it
   made progress, or False when it needs more input;
@@ -13,8 +9,20 @@ reads such formats as a state machine over a short buffer:
   value's parts), so the buffer only ever holds an undecided tail and the work is linear;
 - at the end of input (`_final`) states decide with what they have.
 
-A tool-call block remembers its raw text since the last emitted call, so a block that
-turns out malformed comes back verbatim as content (or reasoning, if it was opened there).
+The engine gives the text states (content and reasoning, each searched for its markers,
+holding back only a tail that could still grow into one), lookahead helpers, and tool-call
+block bookkeeping: a block remembers its raw text since the last emitted call, so a block
+that turns out malformed comes back verbatim as content (or reasoning, if it was opened
+there) with a `ParseFailure`.
+
+Formats are declared on it in one of three ways, by how much structure their calls have:
+
+- `CallParser` (`_blocks.py`): content, reasoning regions and call blocks, each block read
+  by a small `CallReader` or, for a marker-closed block parsed whole, a `ToolRegion`
+  declaration (Hermes, the generic formats, Mistral, Llama, Gemma);
+- `MarkerMachine` (`_machine.py`): a table of markers per mode (Harmony, DeepSeek);
+- states written directly on the engine, for calls whose raw argument values may contain
+  their own markup (Qwen XML, GLM, Kimi).
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ _WS = " \t\r\n"
 
 
 class CursorParser(StreamParser):
-    """Base for cursor-driven formats.
+    """The engine: a buffer, a cursor and the current state.
 
     Subclasses act on the markers of the text states and add the states of their blocks.
 
@@ -97,10 +105,14 @@ class CursorParser(StreamParser):
         self._final = True
         self._truncated = truncated
         self._run()
+        self._end_of_output()
+        return out
+
+    def _end_of_output(self) -> None:
+        """The input is all read (`_final`) and the states ran: settle what is open."""
         while self._in_block:
             self._at_eof()
             self._run()
-        return out
 
     def _run(self) -> None:
         while self._state():
@@ -109,7 +121,13 @@ class CursorParser(StreamParser):
     # ------------------------------------------------------------------ text states
 
     def _content_state(self) -> bool:
-        m = self._scan(self._content_scan, self._write_content)
+        # `_scan`, inlined: this is the path of every delta of prose.
+        buf, pos, scan = self._buf, self._pos, self._content_scan
+        m = scan.search(buf, pos)
+        end = m.start() if m else len(buf) if self._final else scan.safe_end(buf, pos)
+        if end > pos:
+            self._write_content(buf[pos:end])
+        self._pos = end
         return m is not None and self._on_content_marker(m)
 
     def _reasoning_state(self) -> bool:

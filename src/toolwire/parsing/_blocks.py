@@ -1,10 +1,10 @@
-"""The stream parser for formats whose calls sit in blocks opened by a marker.
+"""Formats whose calls sit in blocks opened by a marker, declared on the engine.
 
 A block ends where its structure closes (Mistral `[TOOL_CALLS]name[ARGS]{…}`, Llama's
 `<|python_tag|>{…}` or bare `{…}` / `[f(…)]`, Gemma 4 `<|tool_call>call:f{…}`) or at a
 close marker (Hermes `<tool_call>…</tool_call>`, the generic `<pre>…</pre>` and fences).
-`CallParser` does the streaming part once (marker hold-back, reasoning regions, dropped
-markers, whitespace at the ends, truncation, failure reporting) and hands the text after an
+`CallParser` is the engine's states for such formats, configured by declarations
+(openers, reasoning regions, dropped markers, bare calls); it hands the text after an
 opener to a `CallReader`, which finds the block's end incrementally and parses the finished
 block. A `ToolRegion` declares the marker-closed kind: a reader that looks for the close
 marker (outside JSON strings when asked) and gives the whole inner text to a `parse`
@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import ClassVar
 
-from toolwire.parsing._base import RawCall, StreamParser, TextSink
+from toolwire.parsing._base import RawCall, left_open
+from toolwire.parsing._engine import CursorParser, State
 from toolwire.parsing._scan import MarkerScanner
-from toolwire.parsing.events import ContentDelta, ParseEvent, ReasoningDelta
+from toolwire.parsing.events import ParseEvent
 
 __all__ = [
     "BlockParse",
@@ -206,20 +207,10 @@ class Reasoning:
 
 def starts_in_reasoning(prompt_suffix: str, regions: Sequence[Reasoning]) -> Reasoning | None:
     """The region a pre-filled prompt left open (its opener after its last closer), if any."""
-    for region in regions:
-        opened = prompt_suffix.rfind(region.open)
-        if opened >= 0 and opened > prompt_suffix.rfind(region.close):
-            return region
-    return None
+    return next((r for r in regions if left_open(prompt_suffix, r.open, r.close)), None)
 
 
-_CONTENT, _REASONING, _CALL, _BARE, _LEAD = 0, 1, 2, 3, 4
-"""Modes; `_BARE` is content where a bare call may still begin (kept apart from
-`_CONTENT` so that plain content pays nothing for it); `_LEAD` is the start of the
-output, while it may still open a leading reasoning region."""
-
-
-class CallParser(StreamParser):
+class CallParser(CursorParser):
     """Content, reasoning regions and call blocks, each ended by its reader.
 
     Args:
@@ -239,8 +230,6 @@ class CallParser(StreamParser):
             and right after a finished call; the whitespace before it stays content.
         prompt_suffix: the end of the generation prompt; a reasoning opener it leaves open
             means the output starts inside reasoning.
-        start_in_reasoning: the output starts inside the first reasoning region anyway
-            (for formats that decide it from the prompt by a rule of their own).
         calls_end_reasoning: an opener inside reasoning ends the reasoning and starts the
             call (Qwen3 with thinking on may call a tool without closing `</think>`); the
             reasoning closer, if it comes later, should then be dropped.
@@ -260,117 +249,105 @@ class CallParser(StreamParser):
         bare_again: str = "",
         bare_lines: bool = False,
         prompt_suffix: str = "",
-        start_in_reasoning: bool = False,
         calls_end_reasoning: bool = False,
         strip: bool = True,
     ) -> None:
-        super().__init__()
         self._openers = dict(openers or {})
         for r in regions:
             out_re = re.compile('"|' + re.escape(r.close)) if r.json_aware else None
             self._openers[r.open] = partial(_RegionReader, r, out_re)
         self._inline = dict(inline or {})
+        self._reasoning = {r.open: r for r in reasoning if not r.leading}
+        # With bare calls at any line start, their first characters are markers too.
+        starts = list(bare_start) if bare_lines else []
+        super().__init__(
+            content_markers=[*self._openers, *self._inline, *self._reasoning, *drop, *starts],
+            reasoning_markers=(),
+            strip=strip,
+        )
         # Openers whose block, when it is no call, is plain content and not a failure.
         self._lenient = {*self._inline, *(r.open for r in regions if not r.strict)}
         self._tail = ""  # the last character of content, to tell `x[f()]` from `: [f()]`
-        self._reasoning = {r.open: r for r in reasoning if not r.leading}
+        # Only inline openers and bare calls at line starts look back at written content.
+        self._tracked = bool(self._inline) or bare_lines
         self._leading = [r for r in reasoning if r.leading]
-        # With bare calls at any line start, their first characters are markers too.
-        starts = list(bare_start) if bare_lines else []
-        self._scan = MarkerScanner(
-            [*self._openers, *self._inline, *self._reasoning, *drop, *starts]
-        )
         ends = list(self._openers) if calls_end_reasoning else []
         self._close_scans = {r.close: MarkerScanner([r.close, *ends]) for r in reasoning}
-        self._content = TextSink(ContentDelta, strip=strip)
-        self._thoughts = TextSink(ReasoningDelta, strip=strip)
         self._bare = bare
         self._bare_start = bare_start
         self._bare_again = bare_again
         self._bare_lines = bare_lines
         self._line_blank = True  # with `bare_lines`: only whitespace so far on this line
-        # Could a bare call begin here (at the start or after a call: `_BARE` mode)?
+        # Could a bare call begin here (at the start or after a call: `_bare_state`)?
         self._bare_ok = bare is not None and not bare_lines
         self._lead = ""  # whitespace/separators held while a bare call may follow
-        self._buf = ""
-        self._mode = _BARE if self._bare_ok else _CONTENT
         self._region: Reasoning | None = None
         self._label = ""  # the part of the region's label still to drop
         self._opener = ""
         self._reader: CallReader | None = None
+        self._state = self._text_state()
         region = starts_in_reasoning(prompt_suffix, reasoning)
         if region is not None:
             self._enter_reasoning(region)
             # The prompt may already hold the label (`<|channel>thought\n`).
             if prompt_suffix[prompt_suffix.rfind(region.open) + len(region.open) :].strip():
                 self._label = ""
-        elif start_in_reasoning and reasoning:
-            self._enter_reasoning(reasoning[0])
         elif self._leading:
-            self._mode = _LEAD
+            self._state = self._lead_state
 
-    def feed(self, delta: str) -> list[ParseEvent]:
-        out: list[ParseEvent] = []
-        if delta:
-            text = self._buf + delta if self._buf else delta
-            self._buf = ""
-            self._consume(text, out)
-        return out
+    # -- the end of output -------------------------------------------------------------------
 
-    def finish(self, *, truncated: bool = False) -> list[ParseEvent]:
-        out: list[ParseEvent] = []
-        rest, self._buf = self._buf, ""
-        if self._mode == _LEAD:
-            # What was held could still have become a leading opener; it is text after all.
-            self._mode = _BARE if self._bare_ok else _CONTENT
-            self._consume(rest, out)
-            rest, self._buf = self._buf, ""
-        if self._mode in (_CONTENT, _BARE):
-            self._content.write(self._lead + rest, out)
-        elif self._mode == _REASONING:
-            self._thoughts.write(self._label_held() + rest, out)
-        else:
+    def _end_of_output(self) -> None:
+        while self._state == self._call_state:
             assert self._reader is not None
             reader, opener = self._reader, self._opener
-            self._mode, self._reader = _CONTENT, None
+            self._state, self._reader = self._content_state, None
             if opener in self._inline and not reader.text().strip():
-                self._text(opener + reader.text(), out)  # a bracket at the end is just text
-                return out
-            calls = reader.at_end(truncated) if opener or reader.bare_at_end else None
+                self._write_content(opener + reader.text())  # a bracket at the end is text
+                return
+            calls = reader.at_end(self._truncated) if opener or reader.bare_at_end else None
             if calls is not None:
                 for call in calls:
-                    out.extend(self._call_events(call))
-                return out
+                    self._out.extend(self._call_events(call))
+                return
             raw = reader.text()
-            cut = -1 if truncated else reader.end_within()
+            cut = -1 if self._truncated else reader.end_within()
             if cut >= 0:
                 # An unbalanced quote hid the block's end; split there as written.
-                self._end_call(opener, reader, out)
-                self._consume(raw[cut:], out)
-                return out + self.finish()
-            self._content.write(opener + raw, out)
+                self._end_call(opener, reader)
+                self._buf, self._pos = raw[cut:], 0
+                self._run()
+                continue
+            self._content.write(opener + raw, self._out)
             if opener and opener not in self._lenient:
-                self._failed("unfinished", opener + raw, out)
-        return out
+                self._failed("unfinished", opener + raw, self._out)
+            return
+        if self._state == self._bare_state:
+            self._content.write(self._lead, self._out)
+        elif self._state == self._reasoning_state:
+            self._thoughts.write(self._label_held(), self._out)
 
-    # -- internals -------------------------------------------------------------------------
+    # -- text --------------------------------------------------------------------------------
 
-    def _enter_reasoning(self, region: Reasoning) -> None:
-        self._mode = _REASONING
-        self._region = region
-        self._label = region.label
+    def _text_state(self) -> State:
+        """Content, where a bare call may still begin (after a call, or at the start)."""
+        return self._bare_state if self._bare_ok else self._content_state
 
-    def _label_held(self) -> str:
-        # Text that matched a prefix of the label but never completed it is reasoning.
-        if self._region is None or not self._label:
-            return ""
-        held = self._region.label[: len(self._region.label) - len(self._label)]
-        self._label = ""
-        return held
+    def _content_state(self) -> bool:
+        buf, pos, scan = self._buf, self._pos, self._content_scan
+        m = scan.search(buf, pos)
+        end = m.start() if m else len(buf) if self._final else scan.safe_end(buf, pos)
+        if end > pos:
+            if self._tracked:
+                self._write_content(buf[pos:end])
+            else:
+                self._content.write(buf[pos:end], self._out)
+        self._pos = end
+        return m is not None and self._on_content_marker(m)
 
-    def _text(self, text: str, out: list[ParseEvent]) -> None:
+    def _write_content(self, text: str) -> None:
         if text:
-            self._content.write(text, out)
+            self._content.write(text, self._out)
             self._tail = text[-1]
             if self._bare_lines:
                 self._note_line(text)
@@ -383,136 +360,165 @@ class CallParser(StreamParser):
         elif self._line_blank and text.strip():
             self._line_blank = False
 
-    def _start_call(self, opener: str, reader: CallReader) -> None:
-        self._mode = _CALL
-        self._opener = opener
-        self._reader = reader
-        self._bare_ok = False
-
-    def _consume(self, text: str, out: list[ParseEvent]) -> None:
-        pos, n = 0, len(text)
-        while pos < n:
-            if self._mode == _CONTENT:
-                m = self._scan.search(text, pos)
-                if m is None:
-                    safe = self._scan.safe_end(text, pos)
-                    self._content.write(text[pos:safe], out)  # `_text`, inlined: hot path
-                    if self._inline and safe > pos:
-                        self._tail = text[safe - 1]
-                    elif self._bare_lines:
-                        self._note_line(text[pos:safe])
-                    self._buf = text[safe:]
-                    return
-                self._text(text[pos : m.start()], out)
-                marker, pos = m.group(), m.end()
-                if marker in self._openers:
-                    self._start_call(marker, self._openers[marker]())
-                elif marker in self._inline:
-                    if self._tail.isalnum() or self._tail in "_)]":
-                        self._text(marker, out)  # an index (`x[f()]`), not a call
-                    else:
-                        self._start_call(marker, self._inline[marker]())
-                elif marker in self._reasoning:
-                    self._enter_reasoning(self._reasoning[marker])
-                elif self._bare_lines and marker in self._bare_start:
-                    if self._line_blank:
-                        assert self._bare is not None
-                        self._start_call("", self._bare())
-                        pos = m.start()  # the reader reads the bracket too
-                    else:
-                        self._text(marker, out)
-                # else: a dropped marker
-            elif self._mode == _REASONING:
-                assert self._region is not None
-                if self._label:
-                    take = text[pos : pos + len(self._label)]
-                    if self._label.startswith(take):
-                        self._label = self._label[len(take) :]
-                        pos += len(take)
-                        continue
-                    # Not the label after all: what matched of it is ordinary reasoning.
-                    text = self._label_held() + text[pos:]
-                    pos, n = 0, len(text)
-                scan = self._close_scans[self._region.close]
-                m = scan.search(text, pos)
-                if m is None:
-                    safe = scan.safe_end(text, pos)
-                    self._thoughts.write(text[pos:safe], out)
-                    self._buf = text[safe:]
-                    return
-                self._thoughts.write(text[pos : m.start()], out)
-                marker, pos = m.group(), m.end()
-                self._mode, self._region = _BARE if self._bare_ok else _CONTENT, None
-                if marker in self._openers:  # a call ends reasoning never closed
-                    self._start_call(marker, self._openers[marker]())
-            elif self._mode == _CALL:
-                assert self._reader is not None
-                end = self._reader.feed(text[pos:])
-                if end < 0:
-                    return
-                pos += end
-                reader, self._mode, self._reader = self._reader, _CONTENT, None
-                self._end_call(self._opener, reader, out)
-            elif self._mode == _BARE:
-                pos = self._maybe_bare(text, pos, out)
-                if pos < 0:
-                    return
+    def _on_content_marker(self, m: re.Match[str]) -> bool:
+        marker = m.group()
+        self._pos = m.end()
+        if marker in self._openers:
+            self._start_call(marker, self._openers[marker]())
+        elif marker in self._inline:
+            if self._tail.isalnum() or self._tail in "_)]":
+                self._write_content(marker)  # an index (`x[f()]`), not a call
             else:
-                pos = self._lead_in(text, pos)
-                if pos < 0:
-                    return
+                self._start_call(marker, self._inline[marker]())
+        elif marker in self._reasoning:
+            self._enter_reasoning(self._reasoning[marker])
+        elif self._bare_lines and marker in self._bare_start:
+            if self._line_blank:
+                assert self._bare is not None
+                self._start_call("", self._bare())
+                self._pos = m.start()  # the reader reads the bracket too
+            else:
+                self._write_content(marker)
+        # else: a dropped marker
+        return True
 
-    def _lead_in(self, text: str, pos: int) -> int:
+    def _enter_reasoning(self, region: Reasoning) -> None:
+        self._state = self._reasoning_state
+        self._region = region
+        self._label = region.label
+        self._reasoning_scan = self._close_scans[region.close]
+
+    def _label_held(self) -> str:
+        # Text that matched a prefix of the label but never completed it is reasoning.
+        if self._region is None or not self._label:
+            return ""
+        held = self._region.label[: len(self._region.label) - len(self._label)]
+        self._label = ""
+        return held
+
+    def _reasoning_state(self) -> bool:
+        if self._label:
+            buf, pos = self._buf, self._pos
+            take = buf[pos : pos + len(self._label)]
+            if self._label.startswith(take):
+                self._label = self._label[len(take) :]
+                self._pos = pos + len(take)
+                return bool(take) and not self._label
+            # Not the label after all: what matched of it is ordinary reasoning.
+            self._thoughts.write(self._label_held(), self._out)
+        return super()._reasoning_state()
+
+    def _on_reasoning_marker(self, m: re.Match[str]) -> bool:
+        marker = m.group()
+        self._pos = m.end()
+        self._region = None
+        self._state = self._text_state()
+        if marker in self._openers:  # a call ends reasoning never closed
+            self._start_call(marker, self._openers[marker]())
+        return True
+
+    def _lead_state(self) -> bool:
         """At the start of the output: enter a leading reasoning region if it opens here
-        (after whitespace), else go on as content. Returns the position to continue from,
-        or -1 when all of `text` was held (it could still become an opener)."""
-        head = text[pos:].lstrip()
+        (after whitespace), else go on as content."""
+        buf, pos = self._buf, self._pos
+        head = buf[pos:].lstrip()
         if any(r.open.startswith(head) for r in self._leading):
-            self._buf = text[pos:]
-            return -1
-        for region in self._leading:
-            if head.startswith(region.open):
-                self._enter_reasoning(region)
-                return len(text) - len(head) + len(region.open)
-        self._mode = _BARE if self._bare_ok else _CONTENT
-        return pos
+            if not self._final:
+                return False  # it could still become an opener
+        else:
+            for region in self._leading:
+                if head.startswith(region.open):
+                    self._enter_reasoning(region)
+                    self._pos = len(buf) - len(head) + len(region.open)
+                    return True
+        self._state = self._text_state()
+        return True
 
-    def _maybe_bare(self, text: str, pos: int, out: list[ParseEvent]) -> int:
-        """Hold whitespace while a bare call may start; start it, or give up on it.
-
-        Returns the position to continue from, or -1 when all of `text` was held.
-        """
-        n = len(text)
+    def _bare_state(self) -> bool:
+        """Hold whitespace while a bare call may start; start it, or give up on it."""
+        buf, pos = self._buf, self._pos
+        n = len(buf)
         i = pos
         seps = self._bare_again if self._call_index else ""
-        while i < n and (text[i].isspace() or text[i] in seps):
+        while i < n and (buf[i].isspace() or buf[i] in seps):
             i += 1
-        self._lead += text[pos:i]
+        self._lead += buf[pos:i]
+        self._pos = i
         if i >= n:
-            return -1
+            return False
         assert self._bare is not None
-        if text[i] in self._bare_start:
+        if buf[i] in self._bare_start:
             self._lead = ""
             self._start_call("", self._bare())
         else:
             self._bare_ok = False
-            self._mode = _CONTENT
-            self._content.write(self._lead, out)
+            self._state = self._content_state
+            self._content.write(self._lead, self._out)
             self._lead = ""
-        return i
+        return True
 
-    def _end_call(self, opener: str, reader: CallReader, out: list[ParseEvent]) -> None:
+    # -- call blocks -------------------------------------------------------------------------
+
+    def _start_call(self, opener: str, reader: CallReader) -> None:
+        self._state = self._call_state
+        self._opener = opener
+        self._reader = reader
+        self._bare_ok = False
+
+    def feed(self, delta: str) -> list[ParseEvent]:
+        # The engine's `feed` without its block bookkeeping (a reader keeps its own text),
+        # and with one shortcut: inside a call block with nothing held (the reader holds
+        # its own tail) the delta goes straight to the reader, the path of every delta of a
+        # long argument.
+        out: list[ParseEvent] = []
+        self._out = out
+        if not delta or self._final:
+            return out
+        reader = self._reader
+        if reader is not None and self._pos == len(self._buf):
+            end = reader.feed(delta)
+            if end < 0:
+                return out
+            self._buf, self._pos = delta, end
+            self._call_ended()
+        else:
+            self._buf = self._buf[self._pos :] + delta
+            self._pos = 0
+        while self._state():
+            pass
+        return out
+
+    def _call_state(self) -> bool:
+        buf, pos = self._buf, self._pos
+        if pos == len(buf):
+            return False
+        assert self._reader is not None
+        end = self._reader.feed(buf[pos:])
+        if end < 0:
+            self._pos = len(buf)
+            return False
+        self._pos = pos + end
+        self._call_ended()
+        return True
+
+    def _call_ended(self) -> None:
+        assert self._reader is not None
+        reader, self._reader = self._reader, None
+        self._state = self._content_state
+        self._end_call(self._opener, reader)
+
+    def _end_call(self, opener: str, reader: CallReader) -> None:
         """A block ended: emit its calls, or its text as content when it holds none."""
         calls = reader.calls()
         if calls is None:
-            self._text(opener + reader.text(), out)
+            self._write_content(opener + reader.text())
             if opener and opener not in self._lenient:
-                self._failed("invalid", opener + reader.text(), out)
+                self._failed("invalid", opener + reader.text(), self._out)
             return
         self._tail = ""
         for call in calls:
-            out.extend(self._call_events(call))
+            self._out.extend(self._call_events(call))
         self._line_blank = True
         if self._bare is not None and self._bare_again:
             self._bare_ok = True
-            self._mode = _BARE
+            self._state = self._bare_state
