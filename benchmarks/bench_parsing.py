@@ -18,7 +18,10 @@ comparison inputs; the full run takes a few minutes.
 2. Linear growth, every format in `toolwire.parsing.FORMATS`: one call whose string
    argument is 16, 64, 128 and 256 KB, streamed in 4-character deltas (best of 5, gc off:
    the scheduler's pauses would swamp the ratio); time per KB and the ratio 256 KB / 16 KB
-   per KB (near 1 when linear).
+   per KB (near 1 when linear). Then the same for an argument made only of escapes
+   (`\\n` × N, in the formats that write JSON: N escaped newlines), parsed whole: a
+   scanner that searched for a string's closing quote again past every escape was
+   quadratic there, which 4-character deltas hide.
 3. Median cost of one `feed()` of a 4-character delta, in content and inside a tool call's
    arguments (target: under 5 µs), per format.
 4. Side by side:
@@ -529,6 +532,59 @@ def report_growth(formats: Sequence[str], opts: argparse.Namespace) -> None:
     )
 
 
+ESCAPES_KB = (16, 256)
+
+
+def escapes_seconds(fmt: str, size: int, *, repeats: int) -> tuple[float, str]:
+    """CPU time to parse, whole, one call whose argument is `size` characters of `\\n`
+    escapes, and whether it came back intact (N newlines, or the raw text in the formats
+    whose values are raw)."""
+    opener, closer = OPENERS[fmt]
+    raw = "\\n" * (size // 2)
+    text = opener + raw + closer
+    best = float("inf")
+    out = None
+    for _ in range(repeats):
+        parser = parser_for("bench", TOOLS, format=fmt)
+        t0 = time.process_time()
+        events = parser.feed(text) + parser.finish()
+        best = min(best, time.process_time() - t0)
+        out = assemble(events)
+    assert out is not None
+    ok = [c.arguments.get("content") for c in out.tool_calls] in (["\n" * (size // 2)], [raw])
+    return best, "ok" if ok else "WRONG"
+
+
+def report_escapes(formats: Sequence[str], opts: argparse.Namespace) -> None:
+    repeats = 2 if opts.quick else 3
+    print(
+        f"2b. Linear growth, whole text: an argument of {' and '.join(map(str, ESCAPES_KB))} KB "
+        f"of escapes only; CPU ms (best of {repeats})"
+    )
+    rows = []
+    for fmt in formats:
+        runs = [escapes_seconds(fmt, kb * 1024, repeats=repeats) for kb in ESCAPES_KB]
+        per_kb = [s * 1e6 / kb for (s, _), kb in zip(runs, ESCAPES_KB, strict=True)]
+        rows.append(
+            [
+                fmt,
+                *(f"{s * 1000:.1f}" for s, _ in runs),
+                f"{per_kb[-1] / per_kb[0]:.2f}",
+                ", ".join(sorted({v for _, v in runs})),
+            ]
+        )
+    _table(
+        [
+            "format",
+            *(f"{kb} KB ms" for kb in ESCAPES_KB),
+            f"ratio {ESCAPES_KB[-1]}/{ESCAPES_KB[0]}",
+            "result",
+        ],
+        rows,
+        "ratio: µs per KB at the largest size over µs per KB at the smallest (1 = linear).",
+    )
+
+
 # --- 3. cost of one feed() -----------------------------------------------------------------
 
 
@@ -774,6 +830,7 @@ def main(argv: list[str]) -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs{mode}\n")
     report_big(opts)
     report_growth(formats, opts)
+    report_escapes(formats, opts)
     report_feed(formats)
     report_sglang(formats, opts)
     report_naive(opts)

@@ -13,6 +13,7 @@ function, so that it only ever sees complete text.
 
 from __future__ import annotations
 
+import functools
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +23,7 @@ from typing import ClassVar
 
 from toolwire.parsing._base import RawCall, left_open
 from toolwire.parsing._engine import CursorParser, State
+from toolwire.parsing._json import string_run_end
 from toolwire.parsing._scan import MarkerScanner
 from toolwire.parsing.events import ParseEvent
 
@@ -29,6 +31,7 @@ __all__ = [
     "BlockParse",
     "CallParser",
     "CallReader",
+    "CloseMarkerReader",
     "Reasoning",
     "ToolRegion",
     "starts_in_reasoning",
@@ -107,21 +110,48 @@ class ToolRegion:
     (an untagged code fence): such a block that holds no call is just content."""
 
 
-class _RegionReader(CallReader):
-    """A `ToolRegion`'s block: collects the inner text up to the close marker, linear in
-    the input (each character is examined once; only a possible partial marker waits)."""
+class CloseMarkerReader(CallReader):
+    """Collects a block's text up to its close marker, outside JSON strings when
+    `json_aware` (a marker inside a string argument is data). Linear in the input: each
+    character is examined once; only a tail that could be the start of the marker waits.
 
-    __slots__ = ("_close", "_escape", "_in_string", "_inner", "_out_re", "_parse", "_pending")
+    A `ToolRegion`'s reader (`parse` gets the inner text); formats whose blocks are read by
+    engine states use it for a JSON value that ends at a marker (Kimi K2's arguments).
+    """
 
-    def __init__(self, region: ToolRegion, out_re: re.Pattern[str] | None) -> None:
+    __slots__ = (
+        "_close",
+        "_close_scan",
+        "_escape",
+        "_in_string",
+        "_inner",
+        "_out_re",
+        "_parse",
+        "_pending",
+    )
+
+    def __init__(self, close: str, parse: BlockParse | None = None, *, json_aware: bool) -> None:
         super().__init__()
-        self._close = region.close
-        self._parse = region.parse
-        self._out_re = out_re  # `"` or the close marker, when JSON-aware
+        self._close = close
+        self._parse = parse
+        # With `json_aware`: a pattern for `"` or the marker, and a scanner for its prefixes.
+        self._out_re: re.Pattern[str] | None = None
+        self._close_scan: MarkerScanner | None = None
+        if json_aware:
+            self._out_re, self._close_scan = _close_patterns(close)
         self._pending = ""  # a tail that could be the start of the close marker
         self._in_string = False
         self._escape = False
         self._inner: str | None = None  # set once the close marker is found
+
+    @property
+    def inner(self) -> str:
+        """The text before the close marker (all the text, until it is found)."""
+        return self.text() if self._inner is None else self._inner
+
+    @property
+    def in_string(self) -> bool:
+        return self._in_string
 
     def text(self) -> str:
         if self._inner is not None:
@@ -129,9 +159,11 @@ class _RegionReader(CallReader):
         return "".join(self._parts) + self._pending
 
     def calls(self) -> list[RawCall] | None:
+        assert self._parse is not None
         return self._parse(self._inner or "", True, False)
 
     def at_end(self, truncated: bool) -> list[RawCall] | None:
+        assert self._parse is not None
         return self._parse(self.text(), False, truncated)
 
     def end_within(self) -> int:
@@ -144,11 +176,12 @@ class _RegionReader(CallReader):
 
     def feed(self, piece: str) -> int:
         base = len(self._pending)
-        text = self._pending + piece
+        text = self._pending + piece if base else piece
         self._pending = ""
         close = self._close
         n = len(text)
-        if self._out_re is None:
+        out_re = self._out_re
+        if out_re is None:
             j = text.find(close)
             if j >= 0:
                 self._inner = "".join(self._parts) + text[:j]
@@ -164,25 +197,26 @@ class _RegionReader(CallReader):
                     self._escape = False
                     i += 1
                     continue
+                # `string_run_end`'s common case inlined (this runs for every delta of a
+                # string argument): no escape before the closing quote.
                 q = text.find('"', i)
-                b = text.find("\\", i)
-                if q < 0 and b < 0:
-                    i = n
-                elif b >= 0 and (q < 0 or b < q):
-                    self._escape = True
-                    i = b + 1
-                else:
+                if text.find("\\", i, n if q < 0 else q) < 0:
+                    if q < 0:
+                        break
                     self._in_string = False
                     i = q + 1
+                    continue
+                i = string_run_end(text, i)
+                if i < n:
+                    self._in_string = self._escape = text[i] != '"'
+                    i += 1
                 continue
-            m = self._out_re.search(text, i)
+            m = out_re.search(text, i)
             if m is None:
-                # Hold back a tail that could still become the close marker.
-                keep = min(len(close) - 1, n - i)
-                while keep and not close.startswith(text[n - keep :]):
-                    keep -= 1
-                self._parts.append(text[: n - keep])
-                self._pending = text[n - keep :]
+                assert self._close_scan is not None
+                safe = self._close_scan.safe_end(text, i)
+                self._parts.append(text[:safe])
+                self._pending = text[safe:]
                 return -1
             if m.group() == '"':
                 self._in_string = True
@@ -192,6 +226,11 @@ class _RegionReader(CallReader):
             return m.end() - base
         self._parts.append(text)
         return -1
+
+
+@functools.cache
+def _close_patterns(close: str) -> tuple[re.Pattern[str], MarkerScanner]:
+    return re.compile('"|' + re.escape(close)), MarkerScanner([close])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,8 +293,9 @@ class CallParser(CursorParser):
     ) -> None:
         self._openers = dict(openers or {})
         for r in regions:
-            out_re = re.compile('"|' + re.escape(r.close)) if r.json_aware else None
-            self._openers[r.open] = partial(_RegionReader, r, out_re)
+            self._openers[r.open] = partial(
+                CloseMarkerReader, r.close, r.parse, json_aware=r.json_aware
+            )
         self._inline = dict(inline or {})
         self._reasoning = {r.open: r for r in reasoning if not r.leading}
         # With bare calls at any line start, their first characters are markers too.

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
 from pydantic_core import from_json
 
-__all__ = ["JsonEndScanner", "dumps", "loads", "loads_object"]
+__all__ = ["JsonEndScanner", "dumps", "loads", "loads_object", "string_run_end"]
 
 
 def _reject_constant(name: str) -> Any:
@@ -51,12 +52,32 @@ def dumps(value: Any) -> str:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+_STRING_RUN = re.compile(r'(?:[^"\\]++|\\.)*+', re.DOTALL)
+
+
+def string_run_end(text: str, i: int) -> int:
+    """From `i` inside a JSON string (not right after a backslash): where the run of its
+    characters ends, at its closing quote, at a backslash that ends the text (it escapes
+    the first character of the next piece), or at `len(text)`.
+
+    The one place the streaming scanners keep the string rules. Linear: without an escape
+    before the closing quote (the common case) two searches decide; otherwise a pattern
+    that never backtracks steps over the escape pairs (searching for the quote again past
+    every escape would make a string of many escapes quadratic).
+    """
+    n = len(text)
+    q = text.find('"', i)
+    if text.find("\\", i, n if q < 0 else q) < 0:
+        return n if q < 0 else q
+    return _STRING_RUN.match(text, i).end()  # type: ignore[union-attr]  # matches ""
+
+
 class JsonEndScanner:
     """Finds where a JSON value that starts with `{` or `[` ends, fed piece by piece.
 
-    Tracks only nesting depth and string/escape state, so each character is looked at
-    once. `feed` returns the offset just past the closing bracket within the piece, or
-    -1 while the value is still open. It does not validate; parse the text afterwards.
+    Tracks only nesting depth and string state, so each character is looked at once.
+    `feed` returns the offset just past the closing bracket within the piece, or -1 while
+    the value is still open. It does not validate; parse the text afterwards.
     """
 
     __slots__ = ("_depth", "_escape", "_in_string", "_started")
@@ -68,32 +89,20 @@ class JsonEndScanner:
         self._started = False
 
     def feed(self, piece: str) -> int:
-        depth, in_string, escape, started = (
-            self._depth,
-            self._in_string,
-            self._escape,
-            self._started,
-        )
+        depth, in_string, started = self._depth, self._in_string, self._started
         i = 0
         n = len(piece)
         while i < n:
             if in_string:
-                # Jump to the next quote or backslash instead of stepping per character.
-                if escape:
-                    escape = False
+                if self._escape:
+                    self._escape = False
                     i += 1
                     continue
-                q = piece.find('"', i)
-                b = piece.find("\\", i)
-                if q < 0 and b < 0:
-                    i = n
-                    break
-                if b >= 0 and (q < 0 or b < q):
-                    escape = True
-                    i = b + 1
-                    continue
-                in_string = False
-                i = q + 1
+                i = string_run_end(piece, i)
+                if i < n:
+                    in_string = piece[i] != '"'
+                    self._escape = in_string
+                    i += 1
                 continue
             c = piece[i]
             if c == '"':
@@ -104,18 +113,8 @@ class JsonEndScanner:
             elif c in "}]":
                 depth -= 1
                 if started and depth <= 0:
-                    self._depth, self._in_string, self._escape, self._started = (
-                        0,
-                        False,
-                        False,
-                        True,
-                    )
+                    self._depth, self._in_string, self._started = 0, False, True
                     return i + 1
             i += 1
-        self._depth, self._in_string, self._escape, self._started = (
-            depth,
-            in_string,
-            escape,
-            started,
-        )
+        self._depth, self._in_string, self._started = depth, in_string, started
         return -1

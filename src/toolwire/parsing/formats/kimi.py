@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs, left_open
+from toolwire.parsing._blocks import CloseMarkerReader
 from toolwire.parsing._engine import WAIT, CursorParser
 from toolwire.parsing._json import loads_object
 from toolwire.parsing._scan import MarkerScanner
@@ -48,9 +49,6 @@ _DROP = (THINK_CLOSE, SECTION_END, "<|im_end|>")
 
 _SECTION_SCAN = MarkerScanner([CALL_BEGIN, SECTION_END])
 _AFTER_CALLS_SCAN = MarkerScanner([THINK_CLOSE, SECTION_BEGIN, CALL_BEGIN])
-_CALL_END_SCAN = MarkerScanner([CALL_END])
-_OUTSIDE_STRING = re.compile('"|' + re.escape(CALL_END))
-_IN_STRING = re.compile(r'["\\]')
 
 
 def _name_from_id(call_id: str) -> str:
@@ -72,8 +70,7 @@ class KimiK2Parser(CursorParser):
         )
         self._bare = False
         self._id = ""
-        self._in_string = False
-        self._escape = False
+        self._args_reader = CloseMarkerReader(CALL_END, json_aware=True)
         self._in_thought = False  # the current block was opened inside reasoning
         self._held: list[str] = []
 
@@ -154,49 +151,23 @@ class KimiK2Parser(CursorParser):
             return True
         self._id = call_id
         self._pos = k + len(ARGS_BEGIN)
-        self._parts.clear()
-        self._in_string = self._escape = False
+        self._args_reader = CloseMarkerReader(CALL_END, json_aware=True)
         self._state = self._arguments
         return True
 
     def _arguments(self) -> bool:
         """Collect the JSON arguments up to a `<|tool_call_end|>` outside JSON strings."""
-        buf, n, i = self._buf, len(self._buf), self._pos
-        while i < n:
-            if self._in_string:
-                if self._escape:
-                    self._escape = False
-                    i += 1
-                    continue
-                m = _IN_STRING.search(buf, i)
-                if m is None:
-                    i = n
-                    break
-                if m.group() == "\\":
-                    self._escape = True
-                else:
-                    self._in_string = False
-                i = m.end()
-                continue
-            m = _OUTSIDE_STRING.search(buf, i)
-            if m is None:
-                i = n if self._final else _CALL_END_SCAN.safe_end(buf, i)
-                break
-            if m.group() == '"':
-                self._in_string = True
-                i = m.end()
-                continue
-            self._write_part(buf[self._pos : m.start()])
-            self._pos = m.end()
-            self._end_call()
-            return True
-        self._write_part(buf[self._pos : i])
-        self._pos = i
-        return False
+        buf, pos = self._buf, self._pos
+        end = self._args_reader.feed(buf[pos:]) if pos < len(buf) else -1
+        if end < 0:
+            self._pos = len(buf)
+            return False
+        self._pos = pos + end
+        self._end_call()
+        return True
 
     def _end_call(self) -> None:
-        text = "".join(self._parts).strip()
-        self._parts.clear()
+        text = self._args_reader.inner.strip()
         args = loads_object(text) if text else {}
         if args is None:
             self._fail_block()
@@ -211,7 +182,11 @@ class KimiK2Parser(CursorParser):
         if self._state == self._section:
             # The section's end marker is missing, but every call in it was complete.
             self._close_block()
-        elif self._state == self._arguments and not self._truncated and not self._in_string:
+        elif (
+            self._state == self._arguments
+            and not self._truncated
+            and not self._args_reader.in_string
+        ):
             self._end_call()
             if self._in_block:
                 self._close_block()
