@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from streaming import calls, parse_all_ways
 
 from toolwire.parsing import format_for
@@ -96,3 +99,278 @@ def test_truncated_inside_a_string_or_name_yields_no_call() -> None:
     for text in (f"<|tool_call>call:get_weather{{city:{Q}Par", "<|tool_call>call:get"):
         out = parse_all_ways(text, "gemma4", truncated=True)
         assert (out.content, out.tool_calls) == (None, [])
+
+
+# ---------------------------------------------------------------------------------------
+# Cases other engines test, rewritten as ours. Each text is parsed whole and in every split
+# (per character, every two-piece cut, seeded random pieces): all must agree.
+#
+#   vLLM:      tests/tool_parsers/test_gemma4_tool_parser.py, test_gemma4_utils.py,
+#              test_gemma4_regex_and_bare_calls.py
+#   SGLang:    test/registered/function_call/ Gemma4Detector tests (detect_and_parse and
+#              streaming, string delimiters, parallel indices, finish flush)
+#   llama.cpp: the Gemma 4 block of tests/test-chat.cpp (google-gemma-4-31B-it.jinja)
+#
+# Tools the engines offer: get_weather (location / city, unit), get_time, search, bash,
+# write_file (path, content), Edit, special_function (arg1), amount, toggle, set_nullable,
+# todo_list, set_config, empty_args.
+# ---------------------------------------------------------------------------------------
+
+
+def _gemma(text: str, **kw: Any) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
+    out = parse_all_ways(text, "gemma4", **kw)
+    return out.content, calls(out)
+
+
+def test_vllm_string_values_with_commas_and_quoted_dict_keys() -> None:
+    text = (
+        f"<|tool_call>call:edit{{location:{Q}Paris, France{Q},record_map:{{{Q}3{Q}:"
+        f"{Q}new text{Q}}},outer:{{inner:{{{Q}3{Q}:{Q}x{Q}}}}}}}<tool_call|>"
+    )
+    args = {
+        "location": "Paris, France",
+        "record_map": {"3": "new text"},
+        "outer": {"inner": {"3": "x"}},
+    }
+    assert _gemma(text) == (None, [("edit", args)])
+
+
+def test_vllm_number_with_a_trailing_dot_and_bare_array_values() -> None:
+    text = (
+        f"<|tool_call>call:box{{left:108.,right:22.8,a:[42,true,3.14],"
+        f"b:[[{Q}a]b{Q},{Q}c{Q}],{Q}tail{Q}]}}<tool_call|>"
+    )
+    args = {"left": 108.0, "right": 22.8, "a": [42, True, 3.14], "b": [["a]b", "c"], "tail"]}
+    assert _gemma(text) == (None, [("box", args)])
+
+
+def test_vllm_strings_with_quotes_braces_html_and_newlines() -> None:
+    html = (
+        '<!DOCTYPE html>\n<html lang="zh-CN">\n<head>\n    <meta charset="UTF-8">\n'
+        '    <meta name="viewport" content="width=device-width">\n'
+    )
+    text = (
+        f"<|tool_call>call:write_file{{path:{Q}index.html{Q},content:{Q}{html}{Q},"
+        f'code:{Q}function() {{ return "ok"; }}{Q},say:{Q}She said "hello" loudly{Q}}}'
+        "<tool_call|>"
+    )
+    args = {
+        "path": "index.html",
+        "content": html,
+        "code": 'function() { return "ok"; }',
+        "say": 'She said "hello" loudly',
+    }
+    assert _gemma(text) == (None, [("write_file", args)])
+
+
+def test_vllm_trailing_bare_boolean_and_text_after_the_call() -> None:
+    text = (
+        f"<|tool_call>call:Edit{{file_path:{Q}src/env.py{Q},old_string:{Q}old_val{Q},"
+        f"new_string:{Q}new_val{Q},replace_all:false}}<tool_call|><div>"
+    )
+    args = {
+        "file_path": "src/env.py",
+        "old_string": "old_val",
+        "new_string": "new_val",
+        "replace_all": False,
+    }
+    assert _gemma(text) == ("<div>", [("Edit", args)])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"<|tool_call>call:get_weather{{location:{Q}London",  # vLLM: content == model_output
+        "hi <|tool_call>call:get_weather{city:",  # SGLang: finish() flushes it as text
+    ],
+)
+def test_engines_unfinished_call_at_the_end_comes_back_as_content(text: str) -> None:
+    out = parse_all_ways(text, "gemma4")
+    assert (out.content, out.tool_calls) == (text, [])
+    assert [f.reason for f in out.failures] == ["unfinished"]
+
+
+def test_vllm_turn_end_token_closing_a_call() -> None:
+    text = f"<|tool_call>call:gdb{{args:{Q}-batch -ex run /tmp/poc{Q}}}<turn|>"
+    assert _gemma(text) == (None, [("gdb", {"args": "-batch -ex run /tmp/poc"})])
+
+
+def test_vllm_stray_colon_before_call() -> None:
+    text = f"<|tool_call>:call:bash{{command:{Q}pytest{Q}}}"
+    assert _gemma(text) == (None, [("bash", {"command": "pytest"})])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a bare `call:NAME{…}` right after the thought channel (no <|tool_call>) is not "
+    "read as a call; vLLM's Gemma4 engine and offline parsers recover it",
+)
+def test_vllm_bare_call_right_after_the_thought_channel() -> None:
+    text = (
+        "<|channel>thought\nI need to read the entry source file.\n<channel|>"
+        f"call:bash{{command:{Q}cat /work/src/entry.c{Q}}}"
+    )
+    out = parse_all_ways(text, "gemma4", prompt_suffix=THINKING_ON)
+    assert out.reasoning == "I need to read the entry source file."
+    assert (out.content, calls(out)) == (None, [("bash", {"command": "cat /work/src/entry.c"})])
+
+
+def test_sglang_text_around_and_between_calls_is_kept() -> None:
+    # SGLang's detect_and_parse keeps only the text before the first call ("Some text ");
+    # its streaming path keeps both. toolwire keeps all content, in order.
+    text = (
+        f"Some text <|tool_call>call:get_weather{{location:{Q}Tokyo{Q}}}<tool_call|>"
+        f" more text <|tool_call>call:get_time{{timezone:{Q}UTC{Q}}}<tool_call|>"
+    )
+    assert _gemma(text) == (
+        "Some text  more text",
+        [("get_weather", {"location": "Tokyo"}), ("get_time", {"timezone": "UTC"})],
+    )
+
+
+def test_sglang_bare_words_unicode_and_parallel_calls_of_one_function() -> None:
+    text = (
+        "<|tool_call>call:get_weather{city:x}<tool_call|><|tool_call>call:search{query:y}"
+        f"<tool_call|><|tool_call>call:get_weather{{city:{Q}Hà Nội{Q}}}<tool_call|>"
+        f"<|tool_call>call:get_weather{{city:{Q}Đà Nẵng{Q}}}<tool_call|>"
+    )
+    assert _gemma(text) == (
+        None,
+        [
+            ("get_weather", {"city": "x"}),
+            ("search", {"query": "y"}),
+            ("get_weather", {"city": "Hà Nội"}),
+            ("get_weather", {"city": "Đà Nẵng"}),
+        ],
+    )
+    ids = [c.id for c in parse_all_ways(text, "gemma4").tool_calls]
+    assert len(set(ids)) == 4
+
+
+def test_sglang_rich_and_nested_arguments() -> None:
+    text = (
+        f"<|tool_call>call:get_weather{{city:{Q}Beijing{Q}, temperature:25, windy:true, "
+        f"tags:[{Q}a{Q}, {Q}b{Q}], location:{{lat:39.9, lng:116.4}}, "
+        f"nested:[1, 2, {{inner:{Q}val{Q}}}], url:{Q}http://example.com{Q}}}<tool_call|>"
+    )
+    args = {
+        "city": "Beijing",
+        "temperature": 25,
+        "windy": True,
+        "tags": ["a", "b"],
+        "location": {"lat": 39.9, "lng": 116.4},
+        "nested": [1, 2, {"inner": "val"}],
+        "url": "http://example.com",
+    }
+    assert _gemma(text) == (None, [("get_weather", args)])
+
+
+def test_sglang_call_to_a_tool_not_offered_is_returned_and_marked() -> None:
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+    text = f"<|tool_call>call:unknown_func{{arg:{Q}val{Q}}}<tool_call|>"
+    out = parse_all_ways(text, "gemma4", tools=tools)
+    assert calls(out) == [("unknown_func", {"arg": "val"})]
+    assert [c.offered for c in out.tool_calls] == [False]
+
+
+def test_sglang_unclosed_string_is_not_a_call() -> None:
+    # SGLang takes the rest as the value and returns a call; toolwire: a call the model did
+    # not write validly is content plus a ParseFailure (docs/parsing.md).
+    text = f"<|tool_call>call:get_weather{{city:{Q}Beijing<tool_call|>"
+    out = parse_all_ways(text, "gemma4")
+    assert (out.content, out.tool_calls) == (text, [])
+    assert [f.reason for f in out.failures] == ["unfinished"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason='a string value missing its opening <|"|> makes the closing one open a string '
+    'that swallows the rest; SGLang reads `query:weather in Tokyo<|"|>` as the string',
+)
+@pytest.mark.parametrize(
+    ("body", "args"),
+    [
+        (f"query:weather in Tokyo{Q}", {"query": "weather in Tokyo"}),
+        (f"query:Paris, France{Q},limit:5", {"query": "Paris, France", "limit": 5}),
+        (f"filters:{{city:Tokyo{Q}}},query:{Q}x{Q}", {"filters": {"city": "Tokyo"}, "query": "x"}),
+    ],
+    ids=["plain", "comma", "nested"],
+)
+def test_sglang_string_missing_its_opening_delimiter(body: str, args: dict[str, Any]) -> None:
+    text = f"<|tool_call>call:web_search{{{body}}}<tool_call|>"
+    assert _gemma(text) == (None, [("web_search", args)])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a block that is not a call comes back without its <tool_call|> closer (dropped "
+    "as a stray marker); the docs promise its markers as a pair, SGLang returns it whole",
+)
+def test_sglang_block_that_is_not_a_call_comes_back_whole() -> None:
+    text = "<|tool_call>not a call<tool_call|>"
+    out = parse_all_ways(text, "gemma4")
+    assert (out.content, out.tool_calls) == (text, [])
+
+
+@pytest.mark.parametrize(
+    ("text", "reasoning"),
+    [
+        ("<|channel>thought\nI'm\nthinking<channel|>Hello, world!\nWhat's up?", "I'm\nthinking"),
+        ("<|channel>thought<channel|>Hello, world!\nWhat's up?", None),
+        ("<|channel>thought\n<channel|>Hello, world!\nWhat's up?<channel|>", None),
+        ("<|channel>thought\n<channel|>Hello, world!\nWhat's up?<|channel>thought\n<channel|>",
+         None),
+        ("<|channel>thought\n<channel|>Hello, world!\nWhat's up?<|channel>thought\n<channel|>"
+         "<channel|>", None),
+    ],
+    ids=["thoughts", "empty-thought", "stray-close", "empty-thought-after", "double-close"],
+)  # fmt: skip
+def test_llamacpp_thought_channel_edges(text: str, reasoning: str | None) -> None:
+    out = parse_all_ways(text, "gemma4", prompt_suffix=THINKING_ON)
+    assert (out.reasoning, out.content, out.tool_calls) == (
+        reasoning,
+        "Hello, world!\nWhat's up?",
+        [],
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a doubled channel opener leaks `<|channel>thought` into the reasoning; "
+    "llama.cpp reads `<|channel><|channel>thought\\n<channel|>` as an empty thought",
+)
+def test_llamacpp_doubled_channel_opener() -> None:
+    text = "<|channel><|channel>thought\n<channel|>Hello, world!\nWhat's up?"
+    out = parse_all_ways(text, "gemma4", prompt_suffix=THINKING_ON)
+    assert (out.reasoning, out.content) == (None, "Hello, world!\nWhat's up?")
+
+
+def test_llamacpp_content_then_call() -> None:
+    text = f"Hello, world!\nWhat's up?<|tool_call>call:get_time{{city:{Q}Paris{Q}}}<tool_call|>"
+    assert _gemma(text) == ("Hello, world!\nWhat's up?", [("get_time", {"city": "Paris"})])
+
+
+def test_llamacpp_value_types() -> None:
+    text = (
+        f"<|tool_call>call:special_function{{arg1:-7}}<tool_call|>"
+        f"<|tool_call>call:amount{{orig:1.5e10}}<tool_call|>"
+        f"<|tool_call>call:set_nullable{{value:null}}<tool_call|>"
+        f"<|tool_call>call:todo_list{{todos:[{Q}buy milk{Q},{Q}walk dog{Q}]}}<tool_call|>"
+        f"<|tool_call>call:set_config{{config:{{theme:{Q}dark{Q},count:3}}}}<tool_call|>"
+        f"<|tool_call>call:todo_list{{todos:[]}}<tool_call|>"
+        f"<|tool_call>call:set_config{{config:{{}}}}<tool_call|>"
+        f"<|tool_call>call:empty_args{{}}<tool_call|>"
+    )
+    assert _gemma(text) == (
+        None,
+        [
+            ("special_function", {"arg1": -7}),
+            ("amount", {"orig": 1.5e10}),
+            ("set_nullable", {"value": None}),
+            ("todo_list", {"todos": ["buy milk", "walk dog"]}),
+            ("set_config", {"config": {"theme": "dark", "count": 3}}),
+            ("todo_list", {"todos": []}),
+            ("set_config", {"config": {}}),
+            ("empty_args", {}),
+        ],
+    )

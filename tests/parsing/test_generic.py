@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from streaming import calls, parse_all_ways
 
@@ -288,3 +290,96 @@ def test_off_format_wrappers_are_calls_in_the_lenient_formats(fmt: str, text: st
     out = parse_all_ways("Checking. " + text, fmt)
     assert calls(out) == [("get_weather", {"city": "Paris"})]
     assert out.content == "Checking."
+
+
+# ---------------------------------------------------------------------------------------
+# Cases other engines test, rewritten as ours. Each text is parsed whole and in every split
+# (per character, every two-piece cut, seeded random pieces): all must agree.
+#
+#   Ollama: tools/tools_test.go (TestParseJSONToolCalls, TestParseToolCalls: the outputs of
+#           templates without a call prefix, read as bare JSON, and command-r's ```json
+#           block). No engine or library we read tests `<pre>` calls; none are ported.
+#
+# Tools: get_current_weather (format, location), test_tool, tool1, tool2.
+# ---------------------------------------------------------------------------------------
+
+_SF = '{"name": "get_current_weather", "arguments": {"format":"fahrenheit","location":"SF"}}'
+_TO = '{"name": "get_current_weather", "arguments": {"format":"celsius","location":"Toronto"}}'
+_SF_CALL = ("get_current_weather", {"format": "fahrenheit", "location": "SF"})
+_TO_CALL = ("get_current_weather", {"format": "celsius", "location": "Toronto"})
+
+
+@pytest.mark.parametrize(
+    ("text", "content", "expected"),
+    [
+        ('{"name": "test_tool", "arguments": {"arg1": "value1"}}', None,
+         [("test_tool", {"arg1": "value1"})]),
+        (_SF.replace('"arguments"', '"parameters"'), None, [_SF_CALL]),
+        ('{"name": "tool1", "arguments": {"arg1": [1, 2, ["nested", "array"]]}}', None,
+         [("tool1", {"arg1": [1, 2, ["nested", "array"]]})]),
+        ('[\n  {"name": "tool1", "arguments": {"arg1": 1}},\n'
+         '  {"name": "tool2", "arguments": {"arg2": "value"}}\n]', None,
+         [("tool1", {"arg1": 1}), ("tool2", {"arg2": "value"})]),
+        (f"[{_SF}, {_TO}] some tokens after call", "some tokens after call",
+         [_SF_CALL, _TO_CALL]),
+        ('{"name": "tool1", "arguments": {"arg1": 1}} text\n'
+         '{"name": "tool2", "arguments": {"arg2": "value"}} text', "text\n text",
+         [("tool1", {"arg1": 1}), ("tool2", {"arg2": "value"})]),
+    ],
+    ids=["single", "parameters", "nested-arrays", "list", "list-then-text", "one-per-line"],
+)  # fmt: skip
+def test_ollama_bare_json_calls(text: str, content: str | None, expected: list[Any]) -> None:
+    out = parse_all_ways(text, "json")
+    assert (out.content, calls(out)) == (content, expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json at all",
+        '{"other": "field"}',
+        '{ "user": {"id": 12345, "name": "Alice", "preferences": {"theme": "dark", '
+        '"notifications": true}, "stats": {"points": 987, "level": 42}}}',
+        '[ { "user": {"id": 12345, "name": "Alice"}}]',
+        'hi [{"options": "foo"}]',
+        '[{"name": "tool1", "arguments": {"arg1": [1, 2}]',
+        f"some tokens before call [{_SF}, {_TO}]",
+    ],
+    ids=["prose", "no-name", "object", "list", "inline-list", "unbalanced", "inline-calls"],
+)
+def test_ollama_output_that_is_not_a_call_is_content_without_failure(text: str) -> None:
+    # Ollama's llama3.2 template also takes calls from an inline list after prose
+    # ("some tokens before [...]"), its qwen2.5 template does not; `json` reads only values
+    # that start a line (docs/parsing.md).
+    out = parse_all_ways(text, "json")
+    assert (out.content, out.tool_calls, out.failures) == (text, [], [])
+
+
+def test_ollama_incomplete_json_at_the_end_is_content() -> None:
+    # Ollama keeps accumulating and returns nothing; at the end of output the text that
+    # only might have become a call is content, and no failure.
+    text = '{"name": "test_tool", "arguments": {"arg1": '
+    out = parse_all_ways(text, "json")
+    assert (out.content, out.tool_calls, out.failures) == (text.rstrip(), [], [])
+
+
+def test_ollama_list_on_its_own_line_after_prose_is_a_call() -> None:
+    # Ollama (qwen2.5 template) returns no calls once prose came first; `json` reads a list
+    # that starts a line as calls (docs/parsing.md, "The generic formats").
+    text = f'I can suggest using the "get_current_weather" function:\n\n[{_SF},{_TO}]'
+    out = parse_all_ways(text, "json")
+    assert out.content == 'I can suggest using the "get_current_weather" function:'
+    assert calls(out) == [_SF_CALL, _TO_CALL]
+
+
+def test_ollama_fenced_list_opened_after_text_on_the_same_line() -> None:
+    # Ollama's command-r template: `Action: ```json [...] ````; its template names the key
+    # "tool_name", the prompted formats teach "name" (the case keeps "parameters").
+    text = (
+        'Action: ```json\n[\n    {\n        "name": "get_current_weather",\n'
+        '        "parameters": {"format": "fahrenheit", "location": "SF"}\n    },\n'
+        '    {"name": "get_current_weather", "parameters": {"format": "celsius", '
+        '"location": "Toronto"}}\n]\n```'
+    )
+    out = parse_all_ways(text, "json_fence")
+    assert (out.content, calls(out)) == ("Action:", [_SF_CALL, _TO_CALL])

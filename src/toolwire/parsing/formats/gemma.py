@@ -33,8 +33,9 @@ _DROP = (
     "<eos>",
 )
 
-# `call:` and the function name up to the `{` that opens the arguments.
-_HEAD = re.compile(r"\s*(?:c(?:a(?:l(?:l(?::([^\s{}\[\]<>:,]*)(\{)?)?)?)?)?)?")
+# `call:` and the function name up to the `{` that opens the arguments; a stray `:` before
+# `call:` (`<|tool_call>:call:f{…}`, seen from Gemma 4 and read by vLLM) is tolerated.
+_HEAD = re.compile(r"\s*(?::\s*)?(?:c(?:a(?:l(?:l(?::([^\s{}\[\]<>:,]*)(\{)?)?)?)?)?)?")
 _HEAD_MAX = 256
 _STRUCT = re.compile(r"<\|\"\|>|[{}\[\]]")
 

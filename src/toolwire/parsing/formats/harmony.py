@@ -16,8 +16,10 @@ spec. What a message becomes:
   the user): content. An out-of-spec channel: dropped.
 
 Malformed headers (no `<|message|>` before the next `<|start|>` / end token) are skipped.
-Inside a message only its end tokens count; marker text inside a call's JSON strings or in
-reasoning is data.
+Text the output starts with that no header marker follows (`Let me check.<|start|>…`,
+`I must refuse<|end|>…`) was never a header: it is content, as openai-harmony's non-strict
+parser and SGLang read it. Inside a message only its end tokens count; marker text inside a
+call's JSON strings or in reasoning is data.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ _SCANNERS = {
     _SKIP: _CALL_ENDS,
 }
 _RECIPIENT = re.compile(r"(?:^|\s)to=(\S+)")
+_PLAIN_ENDS = (START, END, CALL, RETURN)  # markers that end a message, not a header part
 _FUNCTIONS = "functions."
 
 
@@ -99,7 +102,11 @@ class HarmonyParser(MarkerMachine):
                 self._plain.append(text)
 
     def _marker(self, marker: str, out: list[ParseEvent]) -> None:
-        self._plain = None
+        if self._plain is not None:
+            plain, self._plain = "".join(self._plain), None
+            if marker in _PLAIN_ENDS and _RECIPIENT.search(plain) is None:
+                # The output began with plain text, not a header: keep it as content.
+                self._content.write(plain, out)
         state = self._mode
         if state == _HEADER:
             self._header_marker(marker)
@@ -166,7 +173,8 @@ class HarmonyParser(MarkerMachine):
         body = "".join(self._body)
         self._body = []
         self._new_header()
-        args = loads_object(body.strip())
+        # An empty body is a call without arguments (`<|message|><|call|>`).
+        args = loads_object(body.strip()) if body.strip() else {}
         if args is not None:
             out.extend(self._call_events(RawCall(self._name, args)))
             return
