@@ -7,7 +7,9 @@ K2.x:
 
 The tool name lives only in the call id, which becomes the call's id. Text inside the
 section but outside a call is noise and dropped; `<|tool_call_end|>` inside a JSON string
-of the arguments is data. Each call is emitted at its own `<|tool_call_end|>`.
+of the arguments is data. Each call is emitted at its own `<|tool_call_end|>`, or at the
+next `<|tool_call_begin|>` when the model left the end marker out. Call tokens outside a
+call (`<|tool_call_argument_begin|>`, `<|tool_call_end|>`) never reach content.
 `kimi_k2_thinking` (K2-Thinking, K2.5, K2.6) differs only in that its generation prompt
 opens `<think>`, so the output starts inside reasoning unless the prompt closed it.
 
@@ -43,13 +45,15 @@ CALL_BEGIN, ARGS_BEGIN, CALL_END = (
     "<|tool_call_argument_begin|>",
     "<|tool_call_end|>",
 )
-# Stray closers and the end-of-turn token never belong in content.
-_DROP = (THINK_CLOSE, SECTION_END, "<|im_end|>")
+# Stray closers, call tokens outside a call and the end-of-turn token never belong in content.
+_DROP = (THINK_CLOSE, SECTION_END, ARGS_BEGIN, CALL_END, "<|im_end|>")
 
 _SECTION_SCAN = MarkerScanner([CALL_BEGIN, SECTION_END])
 _AFTER_CALLS_SCAN = MarkerScanner([THINK_CLOSE, SECTION_BEGIN, CALL_BEGIN])
-_CALL_END_SCAN = MarkerScanner([CALL_END])
-_OUTSIDE_STRING = re.compile('"|' + re.escape(CALL_END))
+# Outside a JSON string the arguments end at `<|tool_call_end|>`, or at the next call's
+# `<|tool_call_begin|>` when the model left the end marker out.
+_CALL_END_SCAN = MarkerScanner([CALL_END, CALL_BEGIN])
+_OUTSIDE_STRING = re.compile('"|' + re.escape(CALL_END) + "|" + re.escape(CALL_BEGIN))
 _IN_STRING = re.compile(r'["\\]')
 
 
@@ -187,7 +191,8 @@ class KimiK2Parser(CursorParser):
                 i = m.end()
                 continue
             self._write_part(buf[self._pos : m.start()])
-            self._pos = m.end()
+            # A next call's begin marker is left for the state after this call to read.
+            self._pos = m.start() if m.group() == CALL_BEGIN else m.end()
             self._end_call()
             return True
         self._write_part(buf[self._pos : i])
