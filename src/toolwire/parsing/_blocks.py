@@ -117,6 +117,9 @@ class CloseMarkerReader(CallReader):
 
     A `ToolRegion`'s reader (`parse` gets the inner text); formats whose blocks are read by
     engine states use it for a JSON value that ends at a marker (Kimi K2's arguments).
+    `ends_before` (JSON-aware only): markers that also end the block but belong to what
+    follows it; `feed` then returns their offset, unconsumed, and when the marker began in
+    an earlier piece, that beginning is in `unread` for the caller to read again.
     """
 
     __slots__ = (
@@ -128,9 +131,17 @@ class CloseMarkerReader(CallReader):
         "_out_re",
         "_parse",
         "_pending",
+        "unread",
     )
 
-    def __init__(self, close: str, parse: BlockParse | None = None, *, json_aware: bool) -> None:
+    def __init__(
+        self,
+        close: str,
+        parse: BlockParse | None = None,
+        *,
+        json_aware: bool,
+        ends_before: tuple[str, ...] = (),
+    ) -> None:
         super().__init__()
         self._close = close
         self._parse = parse
@@ -138,11 +149,12 @@ class CloseMarkerReader(CallReader):
         self._out_re: re.Pattern[str] | None = None
         self._close_scan: MarkerScanner | None = None
         if json_aware:
-            self._out_re, self._close_scan = _close_patterns(close)
+            self._out_re, self._close_scan = _close_patterns(close, *ends_before)
         self._pending = ""  # a tail that could be the start of the close marker
         self._in_string = False
         self._escape = False
         self._inner: str | None = None  # set once the close marker is found
+        self.unread = ""
 
     @property
     def inner(self) -> str:
@@ -218,19 +230,25 @@ class CloseMarkerReader(CallReader):
                 self._parts.append(text[:safe])
                 self._pending = text[safe:]
                 return -1
-            if m.group() == '"':
+            marker = m.group()
+            if marker == '"':
                 self._in_string = True
                 i = m.end()
                 continue
             self._inner = "".join(self._parts) + text[: m.start()]
+            if marker != close:
+                self._close = ""  # the block ended before a marker that is not its own
+                self.unread = text[m.start() : base]
+                return max(m.start() - base, 0)
             return m.end() - base
         self._parts.append(text)
         return -1
 
 
 @functools.cache
-def _close_patterns(close: str) -> tuple[re.Pattern[str], MarkerScanner]:
-    return re.compile('"|' + re.escape(close)), MarkerScanner([close])
+def _close_patterns(*markers: str) -> tuple[re.Pattern[str], MarkerScanner]:
+    """`"` or one of `markers`, and a scanner for the markers' prefixes."""
+    return re.compile("|".join(['"', *map(re.escape, markers)])), MarkerScanner(markers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,7 +7,9 @@ K2.x:
 
 The tool name lives only in the call id, which becomes the call's id. Text inside the
 section but outside a call is noise and dropped; `<|tool_call_end|>` inside a JSON string
-of the arguments is data. Each call is emitted at its own `<|tool_call_end|>`.
+of the arguments is data. Each call is emitted at its own `<|tool_call_end|>`, or at the
+next `<|tool_call_begin|>` when the model left the end marker out. Call tokens outside a
+call (`<|tool_call_argument_begin|>`, `<|tool_call_end|>`) never reach content.
 `kimi_k2_thinking` (K2-Thinking, K2.5, K2.6) differs only in that its generation prompt
 opens `<think>`, so the output starts inside reasoning unless the prompt closed it.
 
@@ -44,11 +46,17 @@ CALL_BEGIN, ARGS_BEGIN, CALL_END = (
     "<|tool_call_argument_begin|>",
     "<|tool_call_end|>",
 )
-# Stray closers and the end-of-turn token never belong in content.
-_DROP = (THINK_CLOSE, SECTION_END, "<|im_end|>")
+# Stray closers, call tokens outside a call and the end-of-turn token never belong in content.
+_DROP = (THINK_CLOSE, SECTION_END, ARGS_BEGIN, CALL_END, "<|im_end|>")
 
 _SECTION_SCAN = MarkerScanner([CALL_BEGIN, SECTION_END])
 _AFTER_CALLS_SCAN = MarkerScanner([THINK_CLOSE, SECTION_BEGIN, CALL_BEGIN])
+
+
+def _arguments_reader() -> CloseMarkerReader:
+    # Outside a JSON string the arguments end at `<|tool_call_end|>`, or before the next
+    # call's `<|tool_call_begin|>` when the model left the end marker out.
+    return CloseMarkerReader(CALL_END, json_aware=True, ends_before=(CALL_BEGIN,))
 
 
 def _name_from_id(call_id: str) -> str:
@@ -70,7 +78,7 @@ class KimiK2Parser(CursorParser):
         )
         self._bare = False
         self._id = ""
-        self._args_reader = CloseMarkerReader(CALL_END, json_aware=True)
+        self._args_reader = _arguments_reader()
         self._in_thought = False  # the current block was opened inside reasoning
         self._held: list[str] = []
 
@@ -151,18 +159,21 @@ class KimiK2Parser(CursorParser):
             return True
         self._id = call_id
         self._pos = k + len(ARGS_BEGIN)
-        self._args_reader = CloseMarkerReader(CALL_END, json_aware=True)
+        self._args_reader = _arguments_reader()
         self._state = self._arguments
         return True
 
     def _arguments(self) -> bool:
-        """Collect the JSON arguments up to a `<|tool_call_end|>` outside JSON strings."""
+        """Collect the JSON arguments up to a `<|tool_call_end|>` (or the next call's begin
+        marker) outside JSON strings."""
         buf, pos = self._buf, self._pos
         end = self._args_reader.feed(buf[pos:]) if pos < len(buf) else -1
         if end < 0:
             self._pos = len(buf)
             return False
         self._pos = pos + end
+        if self._args_reader.unread:  # the next call's marker began in an earlier delta
+            self._unread(self._args_reader.unread)
         self._end_call()
         return True
 
