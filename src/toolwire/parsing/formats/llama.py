@@ -3,7 +3,9 @@
 - `llama3_json` (Llama 3.x): `{"name": …, "parameters": {…}}` (or `"arguments"`), either
   after `<|python_tag|>` or as the whole output (a JSON object at its start); several
   calls may follow one another, separated by `;` or whitespace. A JSON object that is not
-  a call (`{"capital": "Paris"}`) is ordinary content.
+  a call (`{"capital": "Paris"}`) is ordinary content. After `<|python_tag|>`, Llama 3.1's
+  built-in tool syntax `name.call(k="v", …)` (`brave_search`, `wolfram_alpha`, and any tool
+  the template renders that way) is a call too, its arguments Python literals.
 - `pythonic` (Llama 4): `[f(a=1, b="x"), g()]`, optionally wrapped in
   `<|python_start|>…<|python_end|>`. Parsed with `ast`, literals only. Like SGLang (and
   unlike vLLM, which wants it at the start), a call list may also follow prose
@@ -228,6 +230,80 @@ def _pythonic_calls(text: str) -> list[RawCall] | None:
     return calls
 
 
+# `name.call(`: what a Llama 3.1 built-in tool call starts with, read a character at a time.
+_BUILTIN_HEAD = re.compile(r"\s*(?:[A-Za-z_]\w*(?:\.(?:c(?:a(?:l(?:l(?:\()?)?)?)?)?)?)?")
+
+
+class _BuiltinReader(CallReader):
+    """A Llama 3.1 built-in tool call, `name.call(k="v", …)`, after `<|python_tag|>`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._head = ""
+        self._state = _HEAD
+        self._scanner = _PyEndScanner()
+
+    def feed(self, piece: str) -> int:
+        i, n = 0, len(piece)
+        while i < n and self._state == _HEAD:
+            head = self._head + piece[i]
+            if _BUILTIN_HEAD.fullmatch(head) is None or len(head) > _PY_HEAD_MAX:
+                self._state = _REFUSED
+                return i
+            self._head = head
+            self._parts.append(piece[i])
+            i += 1
+            if head.endswith(".call("):
+                self._state = _BODY
+                self._scanner.feed("(")
+        if self._state != _BODY:
+            return -1
+        end = self._scanner.feed(piece[i:])
+        stop = n if end < 0 else i + end
+        self._parts.append(piece[i:stop])
+        return -1 if end < 0 else stop
+
+    def calls(self) -> list[RawCall] | None:
+        if self._state != _BODY:
+            return None
+        calls = _pythonic_calls("[" + self.text().strip() + "]")
+        if calls is None or len(calls) != 1 or not calls[0].name.endswith(".call"):
+            return None
+        return [RawCall(calls[0].name.removesuffix(".call"), calls[0].arguments)]
+
+
+class _TaggedReader(CallReader):
+    """What follows `<|python_tag|>`: a JSON call object, or a built-in tool call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._inner: CallReader | None = None
+
+    def text(self) -> str:
+        return self._inner.text() if self._inner is not None else super().text()
+
+    def feed(self, piece: str) -> int:
+        if self._inner is None:
+            lead = super().text()
+            i = len(piece) - len(piece.lstrip())
+            if i == len(piece):
+                self._parts.append(piece)
+                return -1
+            self._inner = _JsonReader() if piece[i] == "{" else _BuiltinReader()
+            end = self._inner.feed(lead + piece)
+            return end if end < 0 else end - len(lead)
+        return self._inner.feed(piece)
+
+    def calls(self) -> list[RawCall] | None:
+        return None if self._inner is None else self._inner.calls()
+
+    def at_end(self, truncated: bool) -> list[RawCall] | None:
+        return super().at_end(truncated) if self._inner is None else self._inner.at_end(truncated)
+
+    def end_within(self) -> int:
+        return -1 if self._inner is None else self._inner.end_within()
+
+
 def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:
     if name == "pythonic":
         return CallParser(
@@ -238,7 +314,7 @@ def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser
             bare_start="[",
         )
     return CallParser(
-        openers={PYTHON_TAG: _JsonReader},
+        openers={PYTHON_TAG: _TaggedReader},
         drop=_DROP,
         bare=_JsonReader,
         bare_start="{",
