@@ -301,11 +301,6 @@ def test_sglang_string_missing_its_opening_delimiter(body: str, args: dict[str, 
     assert _gemma(text) == (None, [("web_search", args)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a block that is not a call comes back without its <tool_call|> closer (dropped "
-    "as a stray marker); the docs promise its markers as a pair, SGLang returns it whole",
-)
 def test_sglang_block_that_is_not_a_call_comes_back_whole() -> None:
     text = "<|tool_call>not a call<tool_call|>"
     out = parse_all_ways(text, "gemma4")
@@ -374,3 +369,12 @@ def test_llamacpp_value_types() -> None:
             ("empty_args", {}),
         ],
     )
+
+
+def test_the_closer_comes_back_once_and_only_for_the_block_given_back() -> None:
+    # A second stray closer is dropped as before.
+    out = parse_all_ways("<|tool_call>not a call<tool_call|> then<tool_call|>", "gemma4")
+    assert (out.content, out.tool_calls) == ("<|tool_call>not a call<tool_call|> then", [])
+    # A call that opens before the closer comes owns it.
+    out = parse_all_ways("<|tool_call>oops <|tool_call>call:f{a:1}<tool_call|>done", "gemma4")
+    assert (out.content, calls(out)) == ("<|tool_call>oops done", [("f", {"a": 1})])

@@ -490,10 +490,10 @@ def test_vllm_pythonic_list_with_an_invalid_call_is_text(text: str) -> None:
 
 
 def test_vllm_pythonic_mismatched_brackets_after_python_start_are_reported() -> None:
-    out = parse_all_ways("<|python_start|>[foo(x=1])]<|python_end|>", "pythonic")
-    assert out.tool_calls == []
-    assert out.content is not None
-    assert out.content.startswith("<|python_start|>[foo(x=1])]")
+    # The block comes back whole, its markers as a pair (never half the markup).
+    text = "<|python_start|>[foo(x=1])]<|python_end|>"
+    out = parse_all_ways(text, "pythonic")
+    assert (out.content, out.tool_calls) == (text, [])
     assert [f.reason for f in out.failures] == ["invalid"]
 
 

@@ -278,6 +278,10 @@ class CallParser(CursorParser):
             too, so a block that is no call is plain content, never a `ParseFailure`.
         reasoning: reasoning regions (a `leading` one is looked for only at the start).
         drop: markers removed wherever they appear in content (stop tokens, stray closers).
+        pairs: opener → the closer the model writes after its block (Gemma's
+            `<tool_call|>`) when the block's own structure ends it: the closer is dropped
+            after a call, and given back with the opener when the block is not a call, so
+            content never holds half of the markup. Name it in `drop` too.
         bare: factory of a reader for a call written without any marker, recognised only
             at the start of the output (after whitespace) by its first character.
         bare_start: the characters that can begin a bare call (`{`, `[`).
@@ -301,6 +305,7 @@ class CallParser(CursorParser):
         inline: Mapping[str, Callable[[], CallReader]] | None = None,
         reasoning: Sequence[Reasoning] = (),
         drop: Sequence[str] = (),
+        pairs: Mapping[str, str] | None = None,
         bare: Callable[[], CallReader] | None = None,
         bare_start: str = "",
         bare_again: str = "",
@@ -343,6 +348,8 @@ class CallParser(CursorParser):
         self._label = ""  # the part of the region's label still to drop
         self._opener = ""
         self._reader: CallReader | None = None
+        self._pairs = dict(pairs or {})
+        self._give_back = ""  # the closer of an opener just given back as text
         self._state = self._text_state()
         region = starts_in_reasoning(prompt_suffix, reasoning)
         if region is not None:
@@ -437,6 +444,9 @@ class CallParser(CursorParser):
                 self._pos = m.start()  # the reader reads the bracket too
             else:
                 self._write_content(marker)
+        elif marker == self._give_back:
+            self._write_content(marker)  # the pair of an opener that came back as text
+            self._give_back = ""
         # else: a dropped marker
         return True
 
@@ -522,6 +532,7 @@ class CallParser(CursorParser):
         self._opener = opener
         self._reader = reader
         self._bare_ok = False
+        self._give_back = ""
 
     def feed(self, delta: str) -> list[ParseEvent]:
         # The engine's `feed` without its block bookkeeping (a reader keeps its own text),
@@ -572,6 +583,7 @@ class CallParser(CursorParser):
             self._write_content(opener + reader.text())
             if opener and opener not in self._lenient:
                 self._failed("invalid", opener + reader.text(), self._out)
+            self._give_back = self._pairs.get(opener, "")
             return
         self._tail = ""
         for call in calls:

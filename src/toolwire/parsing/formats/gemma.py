@@ -243,5 +243,6 @@ def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser
         openers={TOOL_CALL: _Reader},
         reasoning=[THOUGHT],
         drop=_DROP,
+        pairs={TOOL_CALL: TOOL_CALL_END},
         prompt_suffix=prompt_suffix,
     )

@@ -310,6 +310,7 @@ def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser
             openers={PYTHON_START: _PythonicReader},
             inline={"[": lambda: _PythonicReader("[")},
             drop=(*_DROP, PYTHON_TAG),
+            pairs={PYTHON_START: PYTHON_END},
             bare=_PythonicReader,
             bare_start="[",
         )
