@@ -411,12 +411,6 @@ def test_vllm_v3_unclosed_json_is_content_with_the_sections_markers() -> None:
     assert [f.reason for f in out.failures] == ["invalid"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="text in a call section that never becomes a call (no `<｜tool▁call▁begin｜>`) comes "
-    "back without the section's markers (but with any `<｜tool▁sep｜>` in it: half the markup) "
-    "and no ParseFailure; vLLM returns the whole text as content",
-)
 @pytest.mark.parametrize(
     ("text", "fmt"),
     [

@@ -43,7 +43,9 @@ class _SectionParser(MarkerMachine):
     """Content, `<think>` reasoning and a section of calls; subclasses parse the calls.
 
     A call whose text is not a valid call comes back verbatim as content, as does
-    anything but whitespace between calls.
+    anything but whitespace between calls (held until the next marker); either is a
+    `ParseFailure`. A section that holds no call at all comes back whole, its markers with
+    it.
     """
 
     SECTION_OPENS: tuple[str, ...]
@@ -61,6 +63,7 @@ class _SectionParser(MarkerMachine):
         # (never half the markup): the opener until a call succeeds, then the closer.
         self._section_opener = ""
         self._section_failed = False
+        self._junk: list[str] = []  # text in the section outside calls, held
         self._base_scanners = {
             _CONTENT: MarkerScanner(
                 [*self.SECTION_OPENS, THINK_OPEN, THINK_CLOSE, END_OF_SENTENCE]
@@ -105,7 +108,8 @@ class _SectionParser(MarkerMachine):
         elif state == _SECTION:
             body = text.rstrip()
             if body:
-                self._content.write("".join(self._gap) + body, out)
+                self._junk += self._gap
+                self._junk.append(body)
                 self._gap.clear()
             self._gap.append(text[len(body) :])
         else:
@@ -127,6 +131,7 @@ class _SectionParser(MarkerMachine):
                 self._mode = _CONTENT
         elif state == _SECTION:
             self._gap.clear()
+            self._junk_done(out, ends_section=marker in self.SECTION_CLOSES)
             if marker in self.CALL_OPENS:
                 self._raw = [marker]
                 self._begin_call(marker)
@@ -137,6 +142,21 @@ class _SectionParser(MarkerMachine):
         else:
             self._raw.append(marker)
             self._call_marker(marker, out)
+
+    def _junk_done(self, out: list[ParseEvent], *, ends_section: bool) -> None:
+        """A marker (or the end of output) ends text written in the section outside calls:
+        it comes back as content, a failure. When it ends the section and no call came
+        before, the section's opener comes back with it, and its closer too."""
+        if not self._junk:
+            return
+        text = "".join(self._junk)
+        self._junk.clear()
+        if self._section_opener and ends_section:
+            text = self._section_opener + text
+            self._section_opener = ""
+            self._section_failed = True
+        self._content.write(text, out)
+        self._failed("invalid", text, out)
 
     def _complete(
         self, call: RawCall | None, out: list[ParseEvent], *, section_closed: bool = False
@@ -172,6 +192,7 @@ class _SectionParser(MarkerMachine):
                 if self._raw:
                     self._complete(call, out)
         self._gap.clear()
+        self._junk_done(out, ends_section=True)
         self._mode = _CONTENT
 
 
