@@ -329,11 +329,6 @@ def test_llamacpp_thought_channel_edges(text: str, reasoning: str | None) -> Non
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a doubled channel opener leaks `<|channel>thought` into the reasoning; "
-    "llama.cpp reads `<|channel><|channel>thought\\n<channel|>` as an empty thought",
-)
 def test_llamacpp_doubled_channel_opener() -> None:
     text = "<|channel><|channel>thought\n<channel|>Hello, world!\nWhat's up?"
     out = parse_all_ways(text, "gemma4", prompt_suffix=THINKING_ON)

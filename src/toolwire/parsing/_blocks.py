@@ -467,6 +467,18 @@ class CallParser(CursorParser):
     def _reasoning_state(self) -> bool:
         if self._label:
             buf, pos = self._buf, self._pos
+            assert self._region is not None
+            opener = self._region.open
+            if self._label == self._region.label and opener.startswith(
+                buf[pos : pos + len(opener)]
+            ):
+                # Before the label, the opener again (`<|channel><|channel>thought`) is
+                # dropped, as llama.cpp reads it.
+                if buf.startswith(opener, pos):
+                    self._pos = pos + len(opener)
+                    return True
+                if not self._final:
+                    return False
             take = buf[pos : pos + len(self._label)]
             if self._label.startswith(take):
                 self._label = self._label[len(take) :]
