@@ -3,6 +3,8 @@ one by one, joined; the fast path for plain text chunks changes nothing."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -65,6 +67,46 @@ def test_a_read_gives_the_chunks_deltas_joined(chunks: list[dict[str, Any]], siz
     for chunk in chunks:
         reference.feed(chunk)
     assert assembler.finish() == reference.finish()
+
+
+WRITERS: dict[str, Callable[[dict[str, Any]], bytes]] = {
+    "orjson": lambda c: b"data: " + orjson.dumps(c) + b"\n\n",
+    # Every non-ASCII character and emoji as \u escapes (surrogate pairs), no space.
+    "ascii": lambda c: b"data:" + json.dumps(c, separators=(",", ":")).encode() + b"\n\n",
+    "crlf": lambda c: b"data: " + orjson.dumps(c) + b"\r\n\r\n",
+}
+TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=4) | st.sampled_from(
+    ['"', "\\", "\n", "é", "😀", "\u2028", "\x1f", "a\\b"]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(lambda t: _chunk({"content": t}), TEXT),
+            st.builds(lambda t: _chunk({"content": t}, "stop"), TEXT),
+            st.just({"id": "c", "model": "m", "choices": [], "usage": {"prompt_tokens": 1}}),
+        ),
+        max_size=80,
+    ),
+    st.integers(1, 4096),
+    st.sampled_from(sorted(WRITERS)),
+)
+def test_runs_of_text_chunks_read_from_the_bytes_give_the_same_deltas(
+    chunks: list[dict[str, Any]], size: int, writer: str
+) -> None:
+    # Long runs of text chunks in large reads: the path that reads a run from the bytes.
+    chunks = [_chunk({"content": "start"}), *chunks]
+    body = b"".join(WRITERS[writer](c) for c in chunks) + b"data: [DONE]\n\n"
+    decoder, assembler = SSEDecoder(), ChatStreamAssembler()
+    got: list[StreamDelta] = []
+    done = False
+    for start in range(0, len(body), size):
+        batch, done = read_deltas(body[start : start + size], decoder, assembler)
+        got += batch
+    assert done
+    assert _coalesced(got) == _one_by_one(chunks)
 
 
 def test_a_text_chunk_of_the_learnt_shape_is_read_from_its_bytes() -> None:

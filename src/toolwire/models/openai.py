@@ -340,10 +340,40 @@ def read_deltas(
     done = False
     chunks: list[Any] = []
     shape = assembler.shape
-    for data in decoder.feed(piece):
+    # Runs of text chunks of the learnt shape are read straight from the bytes; the rest
+    # event by event through the decoder (all of a read at once when it holds a `\r`, as
+    # the run pattern knows only `\n` line ends).
+    fast = b"\r" not in piece
+    pos, n = 0, len(piece)
+    while pos < n and not done:
+        if fast and decoder.idle:
+            run = shape.run(piece, pos)
+            if run is not None:
+                chunks.append(run[0])
+                pos = run[1]
+                continue
+        end = piece.find(b"\n\n", pos) if fast else -1
+        end = n if end < 0 else end + 2
+        done = _decoded(decoder.feed(piece[pos:end]), shape, chunks)
+        pos = end
+    batch: list[wire.StreamDelta] = []
+    i, n = 0, len(chunks)
+    while i < n:
+        text, i = assembler.feed_text_run(chunks, i)
+        if text:
+            batch.append(ContentDelta(text))
+        if i < n:
+            batch += assembler.feed(chunks[i])
+            i += 1
+    return _coalesced(batch), done
+
+
+def _decoded(events: list[bytes], shape: wire.TextChunkShape, chunks: list[Any]) -> bool:
+    """Append the chunks of `events` (a `str` for a text chunk read from its bytes); True
+    when `[DONE]` came (what follows it is not read)."""
+    for data in events:
         if data == b"[DONE]":
-            done = True
-            break
+            return True
         text = shape.text(data)
         if text is not None:
             chunks.append(text)  # a plain text chunk, read without decoding its JSON
@@ -359,21 +389,9 @@ def read_deltas(
         except orjson.JSONDecodeError:
             for chunk in _decode_event(data):
                 if chunk is _DONE:
-                    done = True
-                    break
+                    return True
                 chunks.append(chunk)
-            if done:
-                break
-    batch: list[wire.StreamDelta] = []
-    i, n = 0, len(chunks)
-    while i < n:
-        text, i = assembler.feed_text_run(chunks, i)
-        if text:
-            batch.append(ContentDelta(text))
-        if i < n:
-            batch += assembler.feed(chunks[i])
-            i += 1
-    return _coalesced(batch), done
+    return False
 
 
 def _coalesced(deltas: list[wire.StreamDelta]) -> list[wire.StreamDelta]:

@@ -33,6 +33,11 @@ class SSEDecoder:
         self._cr = False
         self._limit = max_event_bytes
 
+    @property
+    def idle(self) -> bool:
+        """Whether nothing is held: the next bytes start a new line of a new event."""
+        return not (self._tail or self._data or self._cr)
+
     def feed(self, chunk: bytes) -> list[bytes]:
         """The data of the events completed by `chunk`."""
         if self._cr:
