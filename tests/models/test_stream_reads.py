@@ -87,6 +87,12 @@ TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=4) | st.sampled_f
             st.builds(lambda t: _chunk({"content": t}), TEXT),
             st.builds(lambda t: _chunk({"content": t}, "stop"), TEXT),
             st.just({"id": "c", "model": "m", "choices": [], "usage": {"prompt_tokens": 1}}),
+            st.builds(
+                lambda a: _chunk(
+                    {"tool_calls": [{"index": 0, "id": "t", "function": {"arguments": a}}]}
+                ),
+                TEXT,
+            ),
         ),
         max_size=80,
     ),

@@ -340,20 +340,24 @@ def read_deltas(
     done = False
     chunks: list[Any] = []
     shape = assembler.shape
-    # Runs of text chunks of the learnt shape are read straight from the bytes; the rest
-    # event by event through the decoder (all of a read at once when it holds a `\r`, as
-    # the run pattern knows only `\n` line ends).
+    # Runs of text chunks of the learnt shape are read straight from the bytes; what lies
+    # between them goes through the decoder (all of a read at once when it holds a `\r`,
+    # as the run pattern knows only `\n` line ends).
     fast = b"\r" not in piece
     pos, n = 0, len(piece)
     while pos < n and not done:
-        if fast and decoder.idle:
+        if not fast:
+            end = n
+        elif decoder.idle:
             run = shape.run(piece, pos)
             if run is not None:
                 chunks.append(run[0])
                 pos = run[1]
                 continue
-        end = piece.find(b"\n\n", pos) if fast else -1
-        end = n if end < 0 else end + 2
+            end = shape.next_run(piece, pos)
+        else:  # the end of an event the last read began
+            end = piece.find(b"\n\n", pos)
+            end = n if end < 0 else end + 2
         done = _decoded(decoder.feed(piece[pos:end]), shape, chunks)
         pos = end
     batch: list[wire.StreamDelta] = []

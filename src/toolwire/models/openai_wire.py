@@ -442,6 +442,16 @@ class TextChunkShape:
         except UnicodeDecodeError:
             return None
 
+    def next_run(self, piece: bytes, pos: int) -> int:
+        """Where, after the event at `pos`, the next event that may start a `run` begins
+        (the line holding the learnt prefix), or `len(piece)`: what lies between goes
+        through the SSE decoder at once."""
+        end = piece.find(b"\n\n", pos)
+        if end < 0 or not self._size:
+            return len(piece)
+        k = piece.find(self._prefix, end)
+        return len(piece) if k < 0 else piece.rfind(b"\n", end, k) + 1
+
     def learn(self, data: bytes, text: str) -> None:
         """Take the shape of `data`, a plain text chunk with content `text`, if its content
         is written plainly and `"content":"` appears in it only there."""
