@@ -445,16 +445,16 @@ def test_llamacpp_r1_reasoning_then_call_and_forced_open_reasoning() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="R1 distills sometimes open the section with `<｜tool▁calls｜>` and leave out "
-    "`<｜tool▁call▁begin｜>`; llama.cpp reads the call, toolwire returns it as content",
-)
 def test_llamacpp_r1_short_section_opener() -> None:
     text = (
         '<｜tool▁calls｜>function<｜tool▁sep｜>special_function\n```json\n{"arg1": 1}\n```' + CE + E
     )
     assert _engine(text, "deepseek_v3") == (None, None, [("special_function", {"arg1": 1})])
+    # Broken, it comes back whole: the short opener with its closer.
+    broken = "<｜tool▁calls｜>function<｜tool▁sep｜>f\n```json\n{oops\n```" + CE + E
+    out = ds(broken, "deepseek_v3")
+    assert (out.content, out.tool_calls) == (broken, [])
+    assert [f.reason for f in out.failures] == ["invalid"]
 
 
 # --- V3.1 (vLLM, SGLang, llama.cpp) ---

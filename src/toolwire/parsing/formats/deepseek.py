@@ -51,6 +51,8 @@ class _SectionParser(MarkerMachine):
     SECTION_OPENS: tuple[str, ...]
     SECTION_CLOSES: tuple[str, ...]
     CALL_OPENS: tuple[str, ...]
+    SECTION_CALL_OPENS: tuple[str, ...] = ()
+    """Section openers that open the section's first call too (no call marker after)."""
 
     def __init__(self, prompt_suffix: str) -> None:
         super().__init__()
@@ -66,7 +68,13 @@ class _SectionParser(MarkerMachine):
         self._junk: list[str] = []  # text in the section outside calls, held
         self._base_scanners = {
             _CONTENT: MarkerScanner(
-                [*self.SECTION_OPENS, THINK_OPEN, THINK_CLOSE, END_OF_SENTENCE]
+                [
+                    *self.SECTION_OPENS,
+                    *self.SECTION_CALL_OPENS,
+                    THINK_OPEN,
+                    THINK_CLOSE,
+                    END_OF_SENTENCE,
+                ]
             ),
             _REASONING: MarkerScanner([THINK_CLOSE, END_OF_SENTENCE]),
             _SECTION: MarkerScanner([*self.CALL_OPENS, *self.SECTION_CLOSES]),
@@ -119,10 +127,13 @@ class _SectionParser(MarkerMachine):
     def _marker(self, marker: str, out: list[ParseEvent]) -> None:
         state = self._mode
         if state == _CONTENT:
-            if marker in self.SECTION_OPENS:
+            if marker in self.SECTION_OPENS or marker in self.SECTION_CALL_OPENS:
                 self._mode = _SECTION
                 self._section_opener = marker
                 self._section_failed = False
+                if marker in self.SECTION_CALL_OPENS:
+                    self._raw = [""]  # the opener is the section's, given back with it
+                    self._begin_call(marker)
             elif marker == THINK_OPEN:
                 self._mode = _REASONING
             # a stray </think> or end-of-sentence token is dropped
@@ -232,6 +243,9 @@ class ToolCallsParser(_SectionParser):
     SECTION_OPENS = (CALLS_BEGIN,)
     SECTION_CLOSES = (CALLS_END,)
     CALL_OPENS = (CALL_BEGIN,)
+    # R1 distills sometimes write `<｜tool▁calls｜>` and leave out the first call's marker
+    # (llama.cpp reads it).
+    SECTION_CALL_OPENS = ("<｜tool▁calls｜>",)
 
     def _call_scanner(self) -> MarkerScanner:
         return JSON_STRING if self._mode == _ARGS_STRING else _ARGS_SCAN

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs, left_open
+from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs, left_open, tool_names
 from toolwire.parsing._blocks import CloseMarkerReader
 from toolwire.parsing._engine import WAIT, CursorParser
 from toolwire.parsing._json import loads_object
@@ -69,7 +69,7 @@ def _name_from_id(call_id: str) -> str:
 
 
 class KimiK2Parser(CursorParser):
-    def __init__(self, *, start_in_reasoning: bool) -> None:
+    def __init__(self, tools: ToolSpecs = None, *, start_in_reasoning: bool) -> None:
         super().__init__(
             content_markers=[SECTION_BEGIN, CALL_BEGIN, THINK_OPEN, *_DROP],
             reasoning_markers=[THINK_CLOSE, SECTION_BEGIN, CALL_BEGIN, THINK_OPEN],
@@ -77,6 +77,10 @@ class KimiK2Parser(CursorParser):
             strip=False,
         )
         self._bare = False
+        # A call id that is only a counter (`0`) names no tool: with one tool offered, the
+        # call is to it (as vLLM reads it).
+        names = tool_names(tools)
+        self._only_tool = next(iter(names)) if len(names) == 1 else ""
         self._id = ""
         self._args_reader = _arguments_reader()
         self._in_thought = False  # the current block was opened inside reasoning
@@ -183,7 +187,10 @@ class KimiK2Parser(CursorParser):
         if args is None:
             self._fail_block()
             return
-        self._emit(RawCall(_name_from_id(self._id), args, id=self._id))
+        name = _name_from_id(self._id)
+        if name.isdigit() and self._only_tool:
+            name = self._only_tool
+        self._emit(RawCall(name, args, id=self._id))
         if self._bare:
             self._close_block()
         else:
@@ -395,4 +402,4 @@ def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser
         in_reasoning = left_open(prompt_suffix, THINK_OPEN, THINK_CLOSE)
     else:
         in_reasoning = name == "kimi_k2_thinking"
-    return KimiK2Parser(start_in_reasoning=in_reasoning)
+    return KimiK2Parser(tools, start_in_reasoning=in_reasoning)
