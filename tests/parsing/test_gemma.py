@@ -282,11 +282,6 @@ def test_sglang_unclosed_string_is_not_a_call() -> None:
     assert [f.reason for f in out.failures] == ["unfinished"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='a string value missing its opening <|"|> makes the closing one open a string '
-    'that swallows the rest; SGLang reads `query:weather in Tokyo<|"|>` as the string',
-)
 @pytest.mark.parametrize(
     ("body", "args"),
     [
@@ -373,3 +368,14 @@ def test_the_closer_comes_back_once_and_only_for_the_block_given_back() -> None:
     # A call that opens before the closer comes owns it.
     out = parse_all_ways("<|tool_call>oops <|tool_call>call:f{a:1}<tool_call|>done", "gemma4")
     assert (out.content, calls(out)) == ("<|tool_call>oops done", [("f", {"a": 1})])
+
+
+def test_a_delimiter_after_a_comma_still_opens_a_string() -> None:
+    # Only a `<|"|>` right after value text closes a string missing its opening one.
+    text = f"<|tool_call>call:f{{tags:[a, {Q}b{Q}],n:1}}<tool_call|>"
+    assert _gemma(text) == (None, [("f", {"tags": ["a", "b"], "n": 1})])
+    # A colon inside such a value is not read as one: the block stays text, reported.
+    text = f"<|tool_call>call:f{{url:http://x{Q}}}<tool_call|>"
+    out = parse_all_ways(text, "gemma4")
+    assert (out.content, out.tool_calls) == (text, [])
+    assert [f.reason for f in out.failures] == ["invalid"]

@@ -48,14 +48,21 @@ def _quote_prefix(text: str, start: int) -> int:
     return 0
 
 
+_VALUE_STARTS = ":,[{"
+"""What a `<|"|>` that opens a string follows; after anything else it closes a value the
+model wrote without its opening delimiter (`query:weather in Tokyo<|"|>`, as SGLang reads
+it)."""
+
+
 class _EndScanner:
     """Finds where a `{…}` in object notation closes; `<|"|>` strings are skipped."""
 
-    __slots__ = ("_depth", "_in_string", "_pending")
+    __slots__ = ("_depth", "_in_string", "_last", "_pending")
 
     def __init__(self) -> None:
         self._depth = 0
         self._in_string = False
+        self._last = ""  # the last character outside strings that is not whitespace
         self._pending = ""  # a tail that may be the start of `<|"|>`
 
     def feed(self, piece: str) -> int:
@@ -69,18 +76,28 @@ class _EndScanner:
                 if j < 0:
                     break
                 self._in_string = False
+                self._last = '"'
                 i = j + len(QUOTE)
                 continue
             m = _STRUCT.search(text, i)
             if m is None:
+                between = text[i : n - _quote_prefix(text, i)].rstrip()
+                if between:
+                    self._last = between[-1]
                 break
+            between = text[i : m.start()].rstrip()
+            if between:
+                self._last = between[-1]
             token, i = m.group(), m.end()
             if token == QUOTE:
-                self._in_string = True
+                self._in_string = self._last in _VALUE_STARTS
+                self._last = '"'
             elif token in "{[":
                 self._depth += 1
+                self._last = token
             else:
                 self._depth -= 1
+                self._last = token
                 if self._depth <= 0:
                     return i - base
         keep = _quote_prefix(text, i)
@@ -226,6 +243,14 @@ def _scalar(text: str, i: int) -> tuple[Any, int]:
     end = i
     while end < len(text) and text[end] not in ",}]":
         end += 1
+    # Up to the next key's `:` only, so that many values cost their own length each.
+    colon = text.find(":", i)
+    q = text.find(QUOTE, i, len(text) if colon < 0 else colon)
+    if q >= 0:
+        written = text[i:q].rstrip()
+        if written and written[-1] not in _VALUE_STARTS:
+            # A string the model began without its `<|"|>`: it ends at the closing one.
+            return written.strip(), q + len(QUOTE)
     token = text[i:end].strip()
     if not token or QUOTE in token:
         raise _Malformed("missing value")
