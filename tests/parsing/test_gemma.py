@@ -200,11 +200,6 @@ def test_vllm_stray_colon_before_call() -> None:
     assert _gemma(text) == (None, [("bash", {"command": "pytest"})])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a bare `call:NAME{…}` right after the thought channel (no <|tool_call>) is not "
-    "read as a call; vLLM's Gemma4 engine and offline parsers recover it",
-)
 def test_vllm_bare_call_right_after_the_thought_channel() -> None:
     text = (
         "<|channel>thought\nI need to read the entry source file.\n<channel|>"
@@ -379,3 +374,10 @@ def test_a_delimiter_after_a_comma_still_opens_a_string() -> None:
     out = parse_all_ways(text, "gemma4")
     assert (out.content, out.tool_calls) == (text, [])
     assert [f.reason for f in out.failures] == ["invalid"]
+
+
+@pytest.mark.parametrize("answer", ["cats are great", "call me maybe", "call:", "c", "calling{x}"])
+def test_an_answer_that_only_starts_like_a_bare_call_is_content(answer: str) -> None:
+    for prefix in ("", "<|channel>thought\nhm<channel|>"):
+        out = parse_all_ways(prefix + answer, "gemma4", prompt_suffix=THINKING_ON)
+        assert (out.content, out.tool_calls, out.failures) == (answer, [], [])

@@ -283,7 +283,8 @@ class CallParser(CursorParser):
             after a call, and given back with the opener when the block is not a call, so
             content never holds half of the markup. Name it in `drop` too.
         bare: factory of a reader for a call written without any marker, recognised only
-            at the start of the output (after whitespace) by its first character.
+            at the start of the output or of the answer after reasoning (after
+            whitespace) by its first character.
         bare_start: the characters that can begin a bare call (`{`, `[`).
         bare_again: separators (besides whitespace) after which another bare call may
             follow a finished call (`;` for Llama 3); empty: bare calls only at the start.
@@ -530,11 +531,20 @@ class CallParser(CursorParser):
         if buf[i] in self._bare_start:
             self._lead = ""
             self._start_call("", self._bare())
-        else:
-            self._bare_ok = False
-            self._state = self._content_state
-            self._content.write(self._lead, self._out)
-            self._lead = ""
+            return True
+        for opener, region in self._reasoning.items():
+            # Reasoning before the answer: a bare call may still open the answer.
+            if buf.startswith(opener, i):
+                self._lead = ""
+                self._pos = i + len(opener)
+                self._enter_reasoning(region)
+                return True
+            if not self._final and opener.startswith(buf[i:]):
+                return False  # it could still become the opener
+        self._bare_ok = False
+        self._state = self._content_state
+        self._content.write(self._lead, self._out)
+        self._lead = ""
         return True
 
     # -- call blocks -------------------------------------------------------------------------

@@ -266,6 +266,9 @@ def _scalar(text: str, i: int) -> tuple[Any, int]:
 def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:
     return CallParser(
         openers={TOOL_CALL: _Reader},
+        # `call:NAME{…}` without its `<|tool_call>` opening the answer (vLLM reads it).
+        bare=_Reader,
+        bare_start="c",
         reasoning=[THOUGHT],
         drop=_DROP,
         pairs={TOOL_CALL: TOOL_CALL_END},
