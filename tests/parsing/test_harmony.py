@@ -340,9 +340,9 @@ def test_engines_plain_text_before_the_first_header_is_content(
     assert (out.content, out.reasoning, calls(out)) == (content, reasoning, expected)
 
 
-def test_harmony_lib_header_with_a_channel_but_no_message_is_skipped() -> None:
+def test_harmony_lib_header_with_a_channel_but_no_message_keeps_its_text() -> None:
     # openai/harmony non-strict keeps "I must refuse" as analysis and strict (its default,
-    # what vLLM runs) raises; toolwire skips a malformed header (harmony.py docstring).
+    # what vLLM runs) raises; toolwire keeps the text, as the non-strict parser does.
     text = (
         "<|channel|>analysis I must refuse<|end|><|start|>assistant<|channel|>analysis"
         "<|message|>We must refuse<|end|><|start|>assistant<|channel|>final<|message|>I'm "
@@ -350,7 +350,7 @@ def test_harmony_lib_header_with_a_channel_but_no_message_is_skipped() -> None:
     )
     out = harmony(text)
     assert (out.reasoning, out.content) == (
-        "We must refuse",
+        "I must refuse\n\nWe must refuse",
         "I'm sorry, but I can't help with that.",
     )
 
@@ -526,3 +526,22 @@ def test_llamacpp_role_side_recipient_on_analysis_after_reasoning() -> None:
     out = harmony(text)
     assert (out.reasoning, out.content) == ("I'm\nthinking", None)
     assert calls(out) == [("special_function", {"arg1": 1})]
+
+
+def test_two_analysis_messages_are_kept_apart() -> None:
+    text = (
+        "<|channel|>analysis<|message|>First thought.<|end|><|start|>assistant<|channel|>"
+        "analysis<|message|>Second thought.<|end|><|start|>assistant<|channel|>final"
+        "<|message|>Done.<|return|>"
+    )
+    out = harmony(text)
+    assert (out.reasoning, out.content) == ("First thought.\n\nSecond thought.", "Done.")
+
+
+def test_a_header_with_a_recipient_but_no_message_is_no_text() -> None:
+    text = (
+        "<|channel|>commentary to=functions.f json<|end|><|start|>assistant<|channel|>final"
+        "<|message|>Done.<|return|>"
+    )
+    out = harmony(text)
+    assert (out.reasoning, out.content, out.tool_calls) == (None, "Done.", [])

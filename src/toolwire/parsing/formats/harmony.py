@@ -15,7 +15,9 @@ spec. What a message becomes:
 - `analysis`: reasoning. `final`, and `commentary` without recipient (a preamble shown to
   the user): content. An out-of-spec channel: dropped.
 
-Malformed headers (no `<|message|>` before the next `<|start|>` / end token) are skipped.
+Malformed headers (no `<|message|>` before the next `<|start|>` / end token) are skipped,
+but text after the channel name of one an end token closes (`<|channel|>analysis I must
+refuse<|end|>`) is that channel's, as openai-harmony's non-strict parser reads it.
 Text the output starts with that no header marker follows (`Let me check.<|start|>…`,
 `I must refuse<|end|>…`) was never a header: it is content, as openai-harmony's non-strict
 parser and SGLang read it. Inside a message only its end tokens count; marker text inside a
@@ -109,7 +111,7 @@ class HarmonyParser(MarkerMachine):
                 self._content.write(plain, out)
         state = self._mode
         if state == _HEADER:
-            self._header_marker(marker)
+            self._header_marker(marker, out)
         elif state == _STRING:
             self._body.append(marker)
             if marker == '"':
@@ -122,7 +124,7 @@ class HarmonyParser(MarkerMachine):
         else:  # the end of a text or skipped message
             self._new_header()
 
-    def _header_marker(self, marker: str) -> None:
+    def _header_marker(self, marker: str, out: list[ParseEvent]) -> None:
         if marker == MESSAGE:
             self._open_body()
         elif marker == CHANNEL:
@@ -134,8 +136,30 @@ class HarmonyParser(MarkerMachine):
             (self._role if self._channel is None else self._channel).append(" ")
         else:
             # <|start|> begins a new message; an end token here closes a header that
-            # never reached <|message|>. Either way the header so far is garbage.
+            # never reached <|message|>: text after its channel name is that channel's.
+            if marker != START:
+                self._headless_text(out)
             self._new_header()
+
+    def _headless_text(self, out: list[ParseEvent]) -> None:
+        """`<|channel|>analysis I must refuse<|end|>`: the text after the channel name of a
+        header that an end token closed is kept in that channel (openai-harmony's
+        non-strict reading), not lost; a header with a recipient is no text."""
+        if self._channel is None:
+            return
+        text = "".join(self._channel).strip()
+        if _RECIPIENT.search("".join(self._role) + " " + text) is not None:
+            return
+        channel, _, body = text.partition(" ")
+        body = body.strip()
+        if not body:
+            return
+        if channel == "analysis":
+            self._reasoning.new_paragraph()
+            self._reasoning.write(body, out)
+        elif channel in ("final", "commentary"):
+            self._content.new_paragraph()
+            self._content.write(body, out)
 
     def _new_header(self) -> None:
         self._mode = _HEADER
@@ -161,6 +185,7 @@ class HarmonyParser(MarkerMachine):
             self._body = []
             self._mode = _CALL
         elif channel == "analysis":
+            self._reasoning.new_paragraph()  # two analysis messages stay apart too
             self._mode = _REASONING
         elif channel in ("final", "commentary", ""):
             # A preamble and the final answer are two messages: keep them apart.
