@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from toolwire.parsing._base import RawCall, left_open
 from toolwire.parsing._engine import CursorParser, State
@@ -32,6 +32,7 @@ __all__ = [
     "CallParser",
     "CallReader",
     "CloseMarkerReader",
+    "HeadedReader",
     "Reasoning",
     "ToolRegion",
     "starts_in_reasoning",
@@ -85,6 +86,61 @@ class CallReader(ABC):
         `text()` just past an end marker its structure hid (behind an unbalanced quote);
         the reader then holds the block up to there. -1: it has no such end."""
         return -1
+
+
+class EndScanner(Protocol):
+    def feed(self, piece: str) -> int:
+        """The offset in `piece` just past the body's end, or -1 while it goes on."""
+        ...
+
+
+class HeadedReader(CallReader):
+    """A block that starts with a head (`[f(`, `name.call(`, `call:f{`), read a character
+    at a time while `HEAD` still matches it whole, then a body whose end a scanner finds.
+
+    The first character that cannot continue the head refuses the block there (it is no
+    call), so nothing longer than a head is ever held for it. Subclasses give `HEAD` (it
+    matches every prefix of a head), the body's scanner, `_body_start` and `calls`.
+    """
+
+    HEAD: ClassVar[re.Pattern[str]]
+    HEAD_MAX: ClassVar[int] = 256
+
+    def __init__(self, lead: str = "") -> None:
+        super().__init__()
+        self.head = lead
+        """The head as read, from `lead` (what the block's opener already consumed)."""
+        self.in_body = False
+        self._scanner = self._body_scanner()
+
+    @abstractmethod
+    def _body_scanner(self) -> EndScanner: ...
+
+    @abstractmethod
+    def _body_start(self, head: re.Match[str]) -> str | None:
+        """Once `head` is a whole head, what of it to give the body's scanner first (the
+        brackets it opened); None while it is not whole yet."""
+
+    def feed(self, piece: str) -> int:
+        i, n = 0, len(piece)
+        while i < n and not self.in_body:
+            head = self.head + piece[i]
+            m = self.HEAD.fullmatch(head)
+            if m is None or len(head) > self.HEAD_MAX:
+                return i
+            self.head = head
+            self._parts.append(piece[i])
+            i += 1
+            start = self._body_start(m)
+            if start is not None:
+                self.in_body = True
+                self._scanner.feed(start)
+        if not self.in_body:
+            return -1
+        end = self._scanner.feed(piece[i:])
+        stop = n if end < 0 else i + end
+        self._parts.append(piece[i:stop])
+        return -1 if end < 0 else stop
 
 
 BlockParse = Callable[[str, bool, bool], "list[RawCall] | None"]

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
-from toolwire.parsing._blocks import CallParser, CallReader, Reasoning
+from toolwire.parsing._blocks import CallParser, HeadedReader, Reasoning
 
 TOOL_CALL, TOOL_CALL_END = "<|tool_call>", "<tool_call|>"
 QUOTE = '<|"|>'
@@ -33,10 +33,10 @@ _DROP = (
     "<eos>",
 )
 
-# `call:` and the function name up to the `{` that opens the arguments; a stray `:` before
-# `call:` (`<|tool_call>:call:f{…}`, seen from Gemma 4 and read by vLLM) is tolerated.
-_HEAD = re.compile(r"\s*(?::\s*)?(?:c(?:a(?:l(?:l(?::([^\s{}\[\]<>:,]*)(\{)?)?)?)?)?)?")
-_HEAD_MAX = 256
+# `call:` and the function name up to the `{` that opens the arguments (after a name only);
+# a stray `:` before `call:` (`<|tool_call>:call:f{…}`, seen from Gemma 4 and read by vLLM)
+# is tolerated.
+_HEAD = re.compile(r"\s*(?::\s*)?(?:c(?:a(?:l(?:l(?::(?:([^\s{}\[\]<>:,]+)(\{)?)?)?)?)?)?)?")
 _STRUCT = re.compile(r"<\|\"\|>|[{}\[\]]")
 
 
@@ -105,46 +105,24 @@ class _EndScanner:
         return -1
 
 
-_LEAD, _BODY, _REFUSED = range(3)
-
-
-class _Reader(CallReader):
+class _Reader(HeadedReader):
     """The text after `<|tool_call>`: `call:NAME{…}`."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._head = ""
-        self._name = ""
-        self._state = _LEAD
-        self._scanner = _EndScanner()
+    HEAD = _HEAD
 
-    def feed(self, piece: str) -> int:
-        i, n = 0, len(piece)
-        while i < n and self._state == _LEAD:
-            head = self._head + piece[i]
-            m = _HEAD.fullmatch(head)
-            if m is None or len(head) > _HEAD_MAX or (m.group(2) and not m.group(1)):
-                self._state = _REFUSED
-                return i
-            self._head = head
-            self._parts.append(piece[i])
-            i += 1
-            if m.group(2):
-                self._state, self._name = _BODY, m.group(1)
-                self._scanner.feed("{")
-        if self._state != _BODY:
-            return -1
-        end = self._scanner.feed(piece[i:])
-        stop = n if end < 0 else i + end
-        self._parts.append(piece[i:stop])
-        return -1 if end < 0 else stop
+    def _body_scanner(self) -> _EndScanner:
+        return _EndScanner()
+
+    def _body_start(self, head: re.Match[str]) -> str | None:
+        return head.group(2)
 
     def calls(self) -> list[RawCall] | None:
-        if self._state != _BODY:
+        m = _HEAD.fullmatch(self.head)
+        if not self.in_body or m is None:
             return None
         text = self.text()
         args = _parse_arguments(text[text.index("{") :])
-        return None if args is None else [RawCall(self._name, args)]
+        return None if args is None else [RawCall(m.group(1), args)]
 
 
 class _Malformed(ValueError):

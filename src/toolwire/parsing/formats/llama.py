@@ -24,7 +24,7 @@ import re
 from typing import Any
 
 from toolwire.parsing._base import RawCall, StreamParser, ToolSpecs
-from toolwire.parsing._blocks import CallParser, CallReader
+from toolwire.parsing._blocks import CallParser, CallReader, HeadedReader
 from toolwire.parsing._json import JsonEndScanner, loads_object
 
 PYTHON_TAG = "<|python_tag|>"
@@ -48,7 +48,7 @@ _DROP = (
 _CALL_KEYS = frozenset({"name", "parameters", "arguments", "type", "id"})
 
 
-_LEAD, _HEAD, _BODY, _REFUSED = range(4)
+_LEAD, _HEAD, _BODY, _REFUSED = range(4)  # `_JsonReader`'s
 
 
 class _JsonReader(CallReader):
@@ -131,43 +131,25 @@ class _PyEndScanner:
 
 # `[`, the first call's (dotted) name and `(`: what a call list must start with.
 _PY_HEAD = re.compile(r"\s*\[\s*([A-Za-z_][\w.]*\s*(\()?)?")
-_PY_HEAD_MAX = 256
 
 
-class _PythonicReader(CallReader):
+class _PythonicReader(HeadedReader):
     """A `[f(a=1), g()]` list of calls; `lead` is what its opener already consumed."""
 
-    def __init__(self, lead: str = "") -> None:
-        super().__init__()
-        self._lead = lead
-        self._head = lead
-        self._state = _HEAD
-        self._scanner = _PyEndScanner()
+    HEAD = _PY_HEAD
 
-    def feed(self, piece: str) -> int:
-        i, n = 0, len(piece)
-        # Hold only while the text can still be the start of a call list.
-        while i < n and self._state == _HEAD:
-            head = self._head + piece[i]
-            m = _PY_HEAD.fullmatch(head)
-            if m is None or len(head) > _PY_HEAD_MAX:
-                self._state = _REFUSED
-                return i
-            self._head = head
-            self._parts.append(piece[i])
-            i += 1
-            if m.group(2):
-                self._state = _BODY
-                self._scanner.feed(head)
-        if self._state != _BODY:
-            return -1
-        end = self._scanner.feed(piece[i:])
-        stop = n if end < 0 else i + end
-        self._parts.append(piece[i:stop])
-        return -1 if end < 0 else stop
+    def __init__(self, lead: str = "") -> None:
+        self._lead = lead
+        super().__init__(lead)
+
+    def _body_scanner(self) -> _PyEndScanner:
+        return _PyEndScanner()
+
+    def _body_start(self, head: re.Match[str]) -> str | None:
+        return head.group() if head.group(2) else None
 
     def calls(self) -> list[RawCall] | None:
-        return _pythonic_calls(self._lead + self.text()) if self._state == _BODY else None
+        return _pythonic_calls(self._lead + self.text()) if self.in_body else None
 
 
 class _NotLiteral(ValueError):
@@ -230,41 +212,20 @@ def _pythonic_calls(text: str) -> list[RawCall] | None:
     return calls
 
 
-# `name.call(`: what a Llama 3.1 built-in tool call starts with, read a character at a time.
-_BUILTIN_HEAD = re.compile(r"\s*(?:[A-Za-z_]\w*(?:\.(?:c(?:a(?:l(?:l(?:\()?)?)?)?)?)?)?")
-
-
-class _BuiltinReader(CallReader):
+class _BuiltinReader(HeadedReader):
     """A Llama 3.1 built-in tool call, `name.call(k="v", …)`, after `<|python_tag|>`."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._head = ""
-        self._state = _HEAD
-        self._scanner = _PyEndScanner()
+    # `name.call(`, read a character at a time; the group is its `(`.
+    HEAD = re.compile(r"\s*(?:[A-Za-z_]\w*(?:\.(?:c(?:a(?:l(?:l(\()?)?)?)?)?)?)?")
 
-    def feed(self, piece: str) -> int:
-        i, n = 0, len(piece)
-        while i < n and self._state == _HEAD:
-            head = self._head + piece[i]
-            if _BUILTIN_HEAD.fullmatch(head) is None or len(head) > _PY_HEAD_MAX:
-                self._state = _REFUSED
-                return i
-            self._head = head
-            self._parts.append(piece[i])
-            i += 1
-            if head.endswith(".call("):
-                self._state = _BODY
-                self._scanner.feed("(")
-        if self._state != _BODY:
-            return -1
-        end = self._scanner.feed(piece[i:])
-        stop = n if end < 0 else i + end
-        self._parts.append(piece[i:stop])
-        return -1 if end < 0 else stop
+    def _body_scanner(self) -> _PyEndScanner:
+        return _PyEndScanner()
+
+    def _body_start(self, head: re.Match[str]) -> str | None:
+        return head.group(1)
 
     def calls(self) -> list[RawCall] | None:
-        if self._state != _BODY:
+        if not self.in_body:
             return None
         calls = _pythonic_calls("[" + self.text().strip() + "]")
         if calls is None or len(calls) != 1 or not calls[0].name.endswith(".call"):
