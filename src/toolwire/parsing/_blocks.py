@@ -455,21 +455,9 @@ class CallParser(CursorParser):
         """Content, where a bare call may still begin (after a call, or at the start)."""
         return self._bare_state if self._bare_ok else self._content_state
 
-    def _content_state(self) -> bool:
-        buf, pos, scan = self._buf, self._pos, self._content_scan
-        m = scan.search(buf, pos)
-        end = m.start() if m else len(buf) if self._final else scan.safe_end(buf, pos)
-        if end > pos:
-            if self._tracked:
-                self._write_content(buf[pos:end])
-            else:
-                self._content.write(buf[pos:end], self._out)
-        self._pos = end
-        return m is not None and self._on_content_marker(m)
-
     def _write_content(self, text: str) -> None:
-        if text:
-            self._content.write(text, self._out)
+        self._content.write(text, self._out)
+        if self._tracked and text:
             self._tail = text[-1]
             if self._bare_lines:
                 self._note_line(text)
