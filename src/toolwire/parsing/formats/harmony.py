@@ -50,6 +50,7 @@ _SCANNERS = {
     _SKIP: _CALL_ENDS,
 }
 _RECIPIENT = re.compile(r"(?:^|\s)to=(\S+)")
+_CONTENT_CHANNELS = ("final", "commentary", "")  # a message in one of these is content
 _PLAIN_ENDS = (START, END, CALL, RETURN)  # markers that end a message, not a header part
 _FUNCTIONS = "functions."
 
@@ -157,7 +158,7 @@ class HarmonyParser(MarkerMachine):
         if channel == "analysis":
             self._reasoning.new_paragraph()
             self._reasoning.write(body, out)
-        elif channel in ("final", "commentary"):
+        elif channel in _CONTENT_CHANNELS:
             self._content.new_paragraph()
             self._content.write(body, out)
 
@@ -187,7 +188,7 @@ class HarmonyParser(MarkerMachine):
         elif channel == "analysis":
             self._reasoning.new_paragraph()  # two analysis messages stay apart too
             self._mode = _REASONING
-        elif channel in ("final", "commentary", ""):
+        elif channel in _CONTENT_CHANNELS:
             # A preamble and the final answer are two messages: keep them apart.
             self._content.new_paragraph()
             self._mode = _CONTENT
