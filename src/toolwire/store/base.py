@@ -14,7 +14,13 @@ StoreError                  the store cannot be opened, migrated or reached
 
 Every state change that must be taken once (deciding an approval, using it, claiming a
 run to resume it) is a compare-and-set in the backend, so two gateway replicas deciding
-the same approval at the same moment get one winner.
+the same approval at the same moment get one winner. Claiming a run and using its
+approvals is one such change (`transition_run(..., approvals=...)`): all of it happens, or
+none of it, so a resume that is refused leaves every approval as it was.
+
+A run's `version` grows with every write and its `holder` names one claim (not only one
+process): a writer that read a run compares both, so a state read earlier is never
+written back over a newer one, and a lease is only ever renewed by the claim that holds it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ __all__ = [
     "AuditEvent",
     "AuditQuery",
     "AuditRecord",
+    "PruneCounts",
     "RunRecord",
     "RunStatus",
     "Store",
@@ -120,8 +127,12 @@ class RunRecord:
     """While `running`: the time until which the process executing it holds it; after
     that the run reads as `interrupted` (the process died)."""
     holder: str | None = None
-    """While `running`: `host:pid:nonce` of the process executing it, so a restart on the
-    same host can tell at once that the holder is gone."""
+    """While `running`: `host:pid:nonce:claim` of the process executing it and of this one
+    claim of the run, so a restart on the same host can tell at once that the holder is
+    gone, and a lease renewal left over from an earlier claim can never extend this one."""
+    version: int = 0
+    """How many times the run was written; the store sets it (a record given to `put_run`
+    or `transition_run` may carry any value). Compared by `transition_run(version=...)`."""
 
     def effective_status(self, now: float) -> RunStatus:
         """`interrupted` for a `running` record whose lease has run out."""
@@ -229,6 +240,15 @@ class AuditQuery:
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PruneCounts:
+    """How many records `Store.prune` deleted, per kind."""
+
+    runs: int = 0
+    approvals: int = 0
+    audit: int = 0
+
+
 class Store(Protocol):
     """Where state that must outlive a request or a process lives.
 
@@ -257,8 +277,14 @@ class Store(Protocol):
 
     # --- runs -------------------------------------------------------------------------
 
-    async def put_run(self, run: RunRecord) -> None:
-        """Insert or replace a run."""
+    async def put_run(self, run: RunRecord, *, approvals: Sequence[ApprovalRecord] = ()) -> None:
+        """Insert or replace a run (its stored `version` becomes one more than before, or 1),
+        and insert `approvals` with it: all of it or none.
+
+        Raises:
+            StoreConflict: An approval with one of these ids exists already (nothing is
+                written).
+        """
         ...
 
     async def get_run(self, run_id: str) -> RunRecord | None: ...
@@ -269,15 +295,36 @@ class Store(Protocol):
         *,
         expect: Sequence[RunStatus],
         run: RunRecord,
+        version: int | None = None,
+        holder: str | None = None,
+        approvals: Sequence[tuple[ApprovalRecord, Sequence[ApprovalStatus]]] = (),
+        new_approvals: Sequence[ApprovalRecord] = (),
     ) -> bool:
-        """Replace the run with `run` (whose `id` is `run_id`) only if its stored status
-        is one of `expect`.
+        """Replace the run with `run` (whose `id` is `run_id`) only if its stored status is
+        one of `expect`, its stored version is `version` and its stored holder is `holder`
+        (each when given), and write each of `approvals`' decision fields only if that
+        approval's stored status is one of the statuses paired with it; insert
+        `new_approvals`. All of it in one atomic step, or nothing at all.
 
-        The check is on the stored status alone: a claim that leaves the status as it
-        was (`running` to `running` with a new holder) does not exclude a second claimer.
+        This is how a resume takes a run and uses its approvals at once, how a process
+        that holds a run writes it (fenced by its holder), and how a run pauses with its
+        new approvals in one commit.
 
         Returns:
-            `False` when the run is missing or in another status (someone else won).
+            `False` when any comparison fails (someone else won); nothing was written.
+
+        Raises:
+            StoreConflict: One of `new_approvals` exists already (nothing was written).
+        """
+        ...
+
+    async def renew_lease(self, run_id: str, *, holder: str, lease_until: float) -> bool:
+        """Set `lease_until` of a `running` run whose stored holder is `holder`; nothing
+        else is written (not the state, not the version).
+
+        Returns:
+            `False` when the run is missing, not `running` or held by another claim: the
+            caller no longer holds it and must stop renewing.
         """
         ...
 
@@ -337,6 +384,27 @@ class Store(Protocol):
 
     async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
         """Oldest first (ids increasing), at most `query.limit`."""
+        ...
+
+    # --- retention --------------------------------------------------------------------
+
+    async def prune(
+        self,
+        *,
+        runs_before: float | None = None,
+        approvals_before: float | None = None,
+        audit_before: float | None = None,
+        now: float,
+    ) -> PruneCounts:
+        """Delete what retention no longer keeps; `None` keeps that kind forever.
+
+        - runs last written before `runs_before` whose status is final (not `running`, not
+          `awaiting_approval`), or `awaiting_approval` with every approval of it expired;
+        - approvals created before `approvals_before` that can no longer change anything
+          (`denied`, `used`, or expired at `now`), and whose run is not `running`;
+        - audit records with `time` before `audit_before`, oldest first (the only deletion
+          the append-only log allows).
+        """
         ...
 
     # --- cache (the runner's ResultCache) ---------------------------------------------

@@ -52,21 +52,57 @@ class MemoryStore:
 
     # --- runs -------------------------------------------------------------------------
 
-    async def put_run(self, run: RunRecord) -> None:
-        self._runs[run.id] = copy.deepcopy(run)
+    async def put_run(self, run: RunRecord, *, approvals: Sequence[ApprovalRecord] = ()) -> None:
+        self._check_new(approvals)
+        stored = self._runs.get(run.id)
+        self._write_run(run, (stored.version if stored is not None else 0) + 1)
+        self._insert(approvals)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         run = self._runs.get(run_id)
         return copy.deepcopy(run) if run is not None else None
 
     async def transition_run(
-        self, run_id: str, *, expect: Sequence[RunStatus], run: RunRecord
+        self,
+        run_id: str,
+        *,
+        expect: Sequence[RunStatus],
+        run: RunRecord,
+        version: int | None = None,
+        holder: str | None = None,
+        approvals: Sequence[tuple[ApprovalRecord, Sequence[ApprovalStatus]]] = (),
+        new_approvals: Sequence[ApprovalRecord] = (),
     ) -> bool:
         stored = self._runs.get(run_id)
-        if stored is None or stored.status not in expect:
+        if (
+            stored is None
+            or stored.status not in expect
+            or (version is not None and stored.version != version)
+            or (holder is not None and stored.holder != holder)
+        ):
             return False
-        self._runs[run_id] = copy.deepcopy(run)
+        for approval, wanted in approvals:
+            current = self._approvals.get(approval.id)
+            if current is None or current.status not in wanted:
+                return False
+        self._check_new(new_approvals)
+        self._write_run(run, stored.version + 1)
+        for approval, _ in approvals:
+            self._decide(approval)
+        self._insert(new_approvals)
         return True
+
+    async def renew_lease(self, run_id: str, *, holder: str, lease_until: float) -> bool:
+        stored = self._runs.get(run_id)
+        if stored is None or stored.status != "running" or stored.holder != holder:
+            return False
+        stored.lease_until = lease_until
+        return True
+
+    def _write_run(self, run: RunRecord, version: int) -> None:
+        stored = copy.deepcopy(run)
+        stored.version = version
+        self._runs[run.id] = stored
 
     async def list_runs(
         self, *, status: RunStatus | None = None, owner: str | None = None, limit: int = 100
@@ -82,10 +118,16 @@ class MemoryStore:
     # --- approvals --------------------------------------------------------------------
 
     async def add_approvals(self, approvals: Sequence[ApprovalRecord]) -> None:
+        self._check_new(approvals)
+        self._insert(approvals)
+
+    def _check_new(self, approvals: Sequence[ApprovalRecord]) -> None:
         ids = [a.id for a in approvals]
         taken = [i for i in ids if i in self._approvals]
         if taken or len(set(ids)) != len(ids):
             raise StoreConflict(f"approval {(taken or ids)[0]!r} exists already")
+
+    def _insert(self, approvals: Sequence[ApprovalRecord]) -> None:
         for approval in approvals:
             self._approvals[approval.id] = copy.deepcopy(approval)
 
@@ -118,9 +160,13 @@ class MemoryStore:
         stored = self._approvals.get(approval.id)
         if stored is None or stored.status not in expect:
             return False
+        self._decide(approval)
+        return True
+
+    def _decide(self, approval: ApprovalRecord) -> None:
+        stored = self._approvals[approval.id]
         for name in APPROVAL_DECISION_FIELDS:
             setattr(stored, name, getattr(approval, name))
-        return True
 
     # --- audit ------------------------------------------------------------------------
 
