@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,7 +23,7 @@ from toolwire.agent.events import (
     ToolCallResult,
     ToolCallStart,
 )
-from toolwire.agent.journal import HOLDER, LEASE_SECONDS, RunJournal
+from toolwire.agent.journal import LEASE_SECONDS, RunJournal, new_holder
 from toolwire.agent.result import PendingApproval, RunResult, Step
 from toolwire.agent.state import ApprovalDecision, Decision, RunState, decision_of
 from toolwire.models.base import Model, ModelError, ModelResponse, ModelSettings
@@ -38,9 +39,10 @@ from toolwire.runner import Approver, Policy, ToolRunner
 from toolwire.runner.audit import Grant
 from toolwire.store.base import (
     ApprovalRecord,
+    ApprovalStatus,
     RunRecord,
     Store,
-    StoreConflict,
+    StoreError,
     arguments_hash,
     canonical_json,
 )
@@ -50,12 +52,18 @@ from toolwire.tools.provider import AnyToolProvider, ToolProvider, as_provider
 from toolwire.tools.tool import Tool
 from toolwire.tools.toolbox import Toolbox
 
-__all__ = ["Agent", "RunConflict"]
+__all__ = ["Agent", "RunConflict", "RunInterrupted"]
 
 
 class RunConflict(Exception):
     """The run cannot be resumed: it is not waiting (already resumed, finished, unknown),
     or a decision is missing. The message says which and what to do."""
+
+
+class RunInterrupted(StoreError):
+    """The store failed after tools that change something had run: the run cannot go on,
+    and repeating the request would run them again (so this is never `StoreUnavailable`,
+    which a gateway answers as retryable)."""
 
 
 class Agent:
@@ -262,27 +270,24 @@ class Agent:
         Raises:
             RunConflict: Before the first event, as in `resume`.
         """
-        state, record = await self._claim(run)
+        claim = await self._claim(run, decisions or {})
+        state, record = claim.state, claim.record
         ctx = ctx if ctx is not None else ToolContext()
         ctx.run_id = state.run_id
-        journal = self._journal(ctx, record.model if record is not None else None)
+        journal = self._journal(ctx, record.model if record is not None else None, claim.holder)
         if journal is not None and record is not None:
             # The run keeps its owner, model and start time whoever resumes it.
             journal.owner, journal.created_at = record.owner, record.created_at
             journal.written = True
             journal.hold(state)
-        try:
-            resolved = await self._resolve(state, decisions or {})
-        except BaseException:
-            if journal is not None and journal.written:
-                # Give the run back: nothing ran, it still waits for its decisions.
-                await journal.paused_again(state)
-            raise
+        resolved = claim.resolved
         active = _Run(state=state, ctx=ctx, journal=journal, first_step=len(state.steps))
         async for event in self._drive(active, self._continue(active, resolved, stream)):
             yield event
 
-    def _journal(self, ctx: ToolContext, model_id: str | None) -> RunJournal | None:
+    def _journal(
+        self, ctx: ToolContext, model_id: str | None, holder: str | None = None
+    ) -> RunJournal | None:
         if self.store is None:
             return None
         return RunJournal(
@@ -290,6 +295,7 @@ class Agent:
             owner=ctx.principal,
             model=model_id or self.model.name,
             approval_ttl=self.approval_ttl,
+            holder=holder,
         )
 
     async def _drive(
@@ -297,15 +303,36 @@ class Agent:
     ) -> AsyncGenerator[AgentEvent, None]:
         """Yield a loop's events and then exactly one `Done`, after committing the run."""
         state = run.state
+        ended = False
         try:
             async with contextlib.aclosing(events) as loop_events:
                 async for event in loop_events:
                     yield event
+            ended = True
             if run.journal is not None:
                 if state.status == "awaiting_approval":
                     await run.journal.paused(state)
                 else:
                     await run.journal.finished(state)
+        except StoreError as exc:
+            if run.effects and ended and state.status != "awaiting_approval":
+                # Only the run's last record failed and the answer stands: a retry would
+                # run the tools again, so the record is written late instead.
+                assert run.journal is not None
+                run.journal.finish_late(state, exc)
+                yield Done(result=run.result())
+                return
+            if run.effects:
+                # Tools that change something ran: the failure must not read as the
+                # store's retryable one (a retry would run them again).
+                exc = RunInterrupted(
+                    f"Run {state.run_id!r} stopped: the state store failed after tools that "
+                    f"change something had run ({_one_line(exc)}). Do not repeat the request "
+                    "as it is: the audit log shows what ran, and the run reads as interrupted."
+                )
+            state.status, state.output = "error", _one_line(exc)
+            yield Done(result=run.result(), error=_one_line(exc), exception=exc)
+            return
         except Exception as exc:  # the contract: the stream ends with Done, never raises
             state.status, state.output = "error", _one_line(exc)
             if run.journal is not None and run.journal.written:
@@ -433,21 +460,19 @@ class Agent:
                 state.messages.append(_tool_message(call, refused))
             state.pending_calls = pending
             state.approvals = [approvals[c.id] for c in pending if c.id in approvals]
-            if client_calls:
-                state.client_calls = client_calls
-                names = ", ".join(sorted({c.name for c in client_calls}))
-                state.status = "client_tool_calls"
-                state.output = (
-                    f"The model called the caller's tool(s) {names}; "
-                    "send their results to continue."
-                )
-                return
+            state.client_calls = client_calls
             if pending:
+                # Approvals first, even beside client calls: they are stored with the run
+                # and announced now; the client's calls go back once the run resumes.
                 names = ", ".join(sorted({c.name for c in pending}))
                 state.status = "awaiting_approval"
                 state.output = (
                     f"Waiting for approval to run {names} ({len(pending)} call(s) pending)."
                 )
+                return
+            if client_calls:
+                state.status = "client_tool_calls"
+                state.output = _client_calls_output(client_calls)
                 return
 
         n = self.max_iterations
@@ -457,9 +482,16 @@ class Agent:
             f"calling tools (max_iterations={n}). The tool results so far are in the messages."
         )
 
-    async def _claim(self, run: str | RunState | RunResult) -> tuple[RunState, RunRecord | None]:
-        """The state to resume; a stored run is taken (compare-and-set) so that only one
-        resume of it ever proceeds."""
+    async def _claim(
+        self, run: str | RunState | RunResult, decisions: Mapping[str, Decision]
+    ) -> _Claim:
+        """Take the run to resume, with a decision for each of its pending calls.
+
+        With a store, the stored run and approvals are the truth: taking the run, using
+        its approved approvals and writing the decisions passed in are one atomic write,
+        made only once every call is decided. A resume refused for any reason (a decision
+        missing, another resume first) has written nothing.
+        """
         if isinstance(run, RunResult):
             if run.state is None:
                 raise RunConflict(
@@ -467,110 +499,117 @@ class Agent:
                     "waiting for approvals can be resumed."
                 )
             run = run.state
+        given: RunState | None = None
         if isinstance(run, RunState):
             if run.status != "awaiting_approval":
                 raise RunConflict(
                     f"Run {run.run_id!r} has status {run.status!r}; only a run waiting "
                     "for approvals can be resumed."
                 )
-            return RunState.from_json(run.to_json()), None
+            given, run_id = run, run.run_id
+        else:
+            run_id = run
         if self.store is None:
-            raise RunConflict(
-                "Resuming by run id needs a store: create the Agent with store=..., or "
-                "pass the RunResult (or its state) instead."
+            if given is None:
+                raise RunConflict(
+                    "Resuming by run id needs a store: create the Agent with store=..., or "
+                    "pass the RunResult (or its state) instead."
+                )
+            return _resume_in_process(given, decisions)
+        for _ in range(_CLAIM_ATTEMPTS):
+            record = await self.store.get_run(run_id)
+            if record is None:
+                if given is not None:
+                    # A state this agent's store never held (another agent's, or one
+                    # made without a store): resumed as given, once per process.
+                    return _resume_in_process(given, decisions)
+                raise RunConflict(f"Run {run_id!r} does not exist (or has expired).")
+            if record.status != "awaiting_approval":
+                raise RunConflict(
+                    f"Run {run_id!r} has status {record.status!r}; only a run waiting for "
+                    "approvals can be resumed (was it resumed already?)."
+                )
+            state = RunState.from_json(record.state)
+            if given is not None and _bindings(given) != _bindings(state):
+                raise RunConflict(
+                    f"The state given for run {run_id!r} does not match the stored run (its "
+                    "pending calls, arguments or approvals differ); resume by run id, or "
+                    "with the state the run ended with."
+                )
+            resolved, updates = await self._decide_all(state, decisions)
+            holder = new_holder()
+            now = time.time()
+            taken = replace(
+                record,
+                status="running",
+                updated_at=now,
+                lease_until=now + LEASE_SECONDS,
+                holder=holder,
             )
-        record = await self.store.get_run(run)
-        if record is None:
-            raise RunConflict(f"Run {run!r} does not exist (or has expired).")
-        if record.status != "awaiting_approval":
-            raise RunConflict(
-                f"Run {run!r} has status {record.status!r}; only a run waiting for "
-                "approvals can be resumed (was it resumed already?)."
-            )
-        state = RunState.from_json(record.state)
-        taken = replace(
-            record,
-            status="running",
-            updated_at=time.time(),
-            lease_until=time.time() + LEASE_SECONDS,
-            holder=HOLDER,
-        )
-        if not await self.store.transition_run(run, expect=("awaiting_approval",), run=taken):
-            raise RunConflict(f"Run {run!r} is being resumed by another request.")
-        return state, record
+            if await self.store.transition_run(
+                run_id,
+                expect=("awaiting_approval",),
+                version=record.version,
+                run=taken,
+                approvals=updates,
+            ):
+                return _Claim(state=state, record=record, resolved=resolved, holder=holder)
+            # Lost a race: another resume took the run, or an approval changed meanwhile
+            # (decided, expired, used). Read again and decide on what is stored now.
+        raise RunConflict(f"Run {run_id!r} is being resumed by another request.")
 
-    async def _resolve(
+    async def _decide_all(
         self, state: RunState, decisions: Mapping[str, Decision]
-    ) -> list[tuple[ToolCall, PendingApproval, ApprovalDecision]]:
-        """Each pending call with its approval and decision; raises `RunConflict` when one
-        has none."""
+    ) -> tuple[list[_Resolved], list[tuple[ApprovalRecord, tuple[ApprovalStatus, ...]]]]:
+        """Each pending call with its approval and decision, and the approval writes that
+        go with taking the run; raises `RunConflict` when a call has no decision."""
+        assert self.store is not None
         by_call = {a.call_id: a for a in state.approvals}
-        out: list[tuple[ToolCall, PendingApproval, ApprovalDecision]] = []
+        resolved: list[_Resolved] = []
+        updates: list[tuple[ApprovalRecord, tuple[ApprovalStatus, ...]]] = []
         undecided: list[str] = []
         now = time.time()
         for call in state.pending_calls:
             approval = by_call.get(call.id)
             if approval is None:
                 raise RunConflict(f"Run {state.run_id!r} has no approval for call {call.id!r}.")
+            record = await self.store.get_approval(approval.id)
+            if record is None:
+                raise RunConflict(
+                    f"Approval {approval.id!r} of run {state.run_id!r} is not in the store "
+                    "(it expired and was deleted?); the run cannot be resumed."
+                )
+            if (record.run_id, record.call_id, record.tool, record.arguments_hash) != (
+                state.run_id,
+                call.id,
+                approval.tool,
+                approval.arguments_hash,
+            ):
+                raise RunConflict(
+                    f"Approval {record.id!r} is not bound to call {call.id!r} of run "
+                    f"{state.run_id!r} as stored; the run cannot be resumed."
+                )
             given = decisions.get(approval.id, decisions.get(call.id))
-            decision = decision_of(given) if given is not None else None
-            if self.store is not None:
-                record = await self.store.get_approval(approval.id)
-                if record is not None:
-                    decision = await self._settle(record, decision, now)
+            decision, update = _settle(
+                record, decision_of(given) if given is not None else None, now
+            )
             if decision is None:
                 undecided.append(approval.id)
                 continue
-            out.append((call, approval, decision))
+            if update is not None:
+                updates.append(update)
+            resolved.append((call, approval, decision))
         if undecided:
             raise RunConflict(
                 f"Run {state.run_id!r} still waits for a decision on approval(s) "
                 f"{', '.join(undecided)}; approve or deny them first."
             )
-        return out
-
-    async def _settle(
-        self, record: ApprovalRecord, given: ApprovalDecision | None, now: float
-    ) -> ApprovalDecision | None:
-        """Reconcile a stored approval with a decision passed to `resume`: the stored
-        record is the truth, and an approval is used exactly once."""
-        assert self.store is not None
-        status = record.effective_status(now)
-        if status == "pending" and given is not None:
-            decided = replace(
-                record,
-                status="approved" if given.approve else "denied",
-                decided_by=given.decided_by,
-                decided_at=given.decided_at or now,
-                decision_reason=given.reason,
-            )
-            if not await self.store.update_approval(decided, expect=("pending",)):
-                raise StoreConflict(f"Approval {record.id} was decided by someone else meanwhile.")
-            record, status = decided, decided.status
-        if status == "approved":
-            used = replace(record, status="used", used_at=now)
-            if not await self.store.update_approval(used, expect=("approved",)):
-                return ApprovalDecision(approve=False, reason="the approval was already used")
-            return ApprovalDecision(
-                approve=True, decided_by=record.decided_by, decided_at=record.decided_at
-            )
-        if status == "denied":
-            return ApprovalDecision(
-                approve=False,
-                reason=record.decision_reason,
-                decided_by=record.decided_by,
-                decided_at=record.decided_at,
-            )
-        if status == "expired":
-            return ApprovalDecision(approve=False, reason="the approval expired before a decision")
-        if status == "used":
-            return ApprovalDecision(approve=False, reason="the approval was already used")
-        return None
+        return resolved, updates
 
     async def _continue(
         self,
         run: _Run,
-        resolved: list[tuple[ToolCall, PendingApproval, ApprovalDecision]],
+        resolved: list[_Resolved],
         stream: bool,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run (or deny) the decided calls, then go on with the loop."""
@@ -607,6 +646,7 @@ class Agent:
         state.pending_calls, state.approvals = [], []
         if state.client_calls:
             state.status = "client_tool_calls"
+            state.output = _client_calls_output(state.client_calls)
             return
         async for event in self._loop(run, stream):
             yield event
@@ -690,6 +730,110 @@ class Agent:
         yield results
 
 
+_Resolved = tuple[ToolCall, PendingApproval, ApprovalDecision]
+
+_CLAIM_ATTEMPTS = 3
+"""Reads of a stored run before a resume that keeps losing races gives up (409)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class _Claim:
+    """A run taken for a resume: its state, each pending call's decision, and the claim's
+    holder (`None` without a store)."""
+
+    state: RunState
+    record: RunRecord | None
+    resolved: list[_Resolved]
+    holder: str | None = None
+
+
+def _settle(
+    record: ApprovalRecord, given: ApprovalDecision | None, now: float
+) -> tuple[ApprovalDecision | None, tuple[ApprovalRecord, tuple[ApprovalStatus, ...]] | None]:
+    """A stored approval's decision, and the write that goes with running it: an
+    approval is used exactly once, in the same write that takes the run."""
+    status = record.effective_status(now)
+    if status == "pending" and given is not None:
+        decided = replace(
+            record,
+            status="used" if given.approve else "denied",
+            decided_by=given.decided_by,
+            decided_at=given.decided_at or now,
+            decision_reason=given.reason,
+            used_at=now if given.approve else None,
+        )
+        return given, (decided, ("pending",))
+    if status == "approved":
+        used = replace(record, status="used", used_at=now)
+        decision = ApprovalDecision(
+            approve=True, decided_by=record.decided_by, decided_at=record.decided_at
+        )
+        return decision, (used, ("approved",))
+    if status == "denied":
+        decision = ApprovalDecision(
+            approve=False,
+            reason=record.decision_reason,
+            decided_by=record.decided_by,
+            decided_at=record.decided_at,
+        )
+        return decision, None
+    if status == "expired":
+        return ApprovalDecision(
+            approve=False, reason="the approval expired before a decision"
+        ), None
+    if status == "used":
+        return ApprovalDecision(approve=False, reason="the approval was already used"), None
+    return None, None
+
+
+def _bindings(state: RunState) -> list[tuple[str, ...]]:
+    """What a run's approvals are bound to: each pending call as the model made it, and
+    each approval's call, tool and arguments hash."""
+    calls = [(c.id, c.name, c.arguments) for c in state.pending_calls]
+    return [*calls, *((a.id, a.call_id, a.tool, a.arguments_hash) for a in state.approvals)]
+
+
+_RESUMED_IN_PROCESS: OrderedDict[str, None] = OrderedDict()
+_RESUMED_KEPT = 100_000
+"""Without a store, the states resumed in this process (by run id and approval ids), so
+that one state is not resumed twice here: the bound on how many are remembered."""
+
+
+def _resume_in_process(given: RunState, decisions: Mapping[str, Decision]) -> _Claim:
+    """Resume a state without a store: decisions come only from the caller, and each
+    state's approvals are used once in this process (another process cannot know)."""
+    state = RunState.from_json(given.to_json())
+    by_call = {a.call_id: a for a in state.approvals}
+    resolved: list[_Resolved] = []
+    undecided: list[str] = []
+    for call in state.pending_calls:
+        approval = by_call.get(call.id)
+        if approval is None:
+            raise RunConflict(f"Run {state.run_id!r} has no approval for call {call.id!r}.")
+        # The arguments are checked when the call runs: only a call whose validated
+        # arguments hash to the approved hash runs (`_exact`).
+        given_decision = decisions.get(approval.id, decisions.get(call.id))
+        if given_decision is None:
+            undecided.append(approval.id)
+            continue
+        resolved.append((call, approval, decision_of(given_decision)))
+    if undecided:
+        raise RunConflict(
+            f"Run {state.run_id!r} still waits for a decision on approval(s) "
+            f"{', '.join(undecided)}; approve or deny them first."
+        )
+    key = ":".join([state.run_id, *sorted(a.id for a in state.approvals)])
+    if key in _RESUMED_IN_PROCESS:
+        raise RunConflict(
+            f"Run {state.run_id!r} was resumed from this state already; its approvals are "
+            "used. A run is resumed once (with a store, by its id)."
+        )
+    _RESUMED_IN_PROCESS[key] = None
+    while len(_RESUMED_IN_PROCESS) > _RESUMED_KEPT:
+        _RESUMED_IN_PROCESS.popitem(last=False)
+    return _Claim(state=state, record=None, resolved=resolved)
+
+
 @dataclass(slots=True, kw_only=True)
 class _Run:
     """A run in progress: its state, who runs it, and where it is journaled."""
@@ -698,6 +842,8 @@ class _Run:
     ctx: ToolContext
     journal: RunJournal | None = None
     first_step: int = 0
+    effects: bool = False
+    """Write or destructive tools may have run: a failure from here on is not retryable."""
 
     def result(self) -> RunResult:
         state = self.state
@@ -753,6 +899,11 @@ def _exact(approval: PendingApproval) -> Approver:
     return approve
 
 
+def _client_calls_output(calls: Sequence[ToolCall]) -> str:
+    names = ", ".join(sorted({c.name for c in calls}))
+    return f"The model called the caller's tool(s) {names}; send their results to continue."
+
+
 def _denied_message(name: str, reason: str | None) -> str:
     why = f" ({reason})" if reason else ""
     return (
@@ -775,6 +926,7 @@ async def _guard(run: _Run, state: RunState) -> AsyncIterator[None]:
     """Write the run as `running` before write/destructive tools execute."""
     assert run.journal is not None
     await run.journal.executing(state)
+    run.effects = True
     yield
 
 

@@ -25,6 +25,7 @@ from toolwire.runner.approvals import decide
 from toolwire.runner.arguments import ArgumentError, ArgumentSpec
 from toolwire.runner.audit import AuditLog, Grant, audit_record
 from toolwire.runner.cache import MemoryResultCache, ResultCache, cache_key
+from toolwire.runner.late import LateRecords
 from toolwire.runner.policy import Approver, Policy
 from toolwire.runner.redaction import RedactionError, missing_allowlist, redact, to_plain
 from toolwire.store.base import StoreError
@@ -63,6 +64,8 @@ class _Trace:
     arguments: dict[str, Any] | None = None
     approval_wait: float = 0.0
     """Seconds the approver took to decide, kept out of the call's duration."""
+    started: bool = False
+    """A write or destructive tool was handed the call: its effect may have happened."""
 
 
 @dataclass(slots=True)
@@ -103,6 +106,8 @@ class ToolRunner:
         # Adapted once here: a seed-style `execute_tool(name, arguments)` gets no context.
         self.provider: ToolProvider = as_provider(provider)
         self.audit = audit
+        self.late = LateRecords(audit) if audit is not None else None
+        """Audit records written late: a store failure after a side effect (see `exec`)."""
         self.policy = policy if policy is not None else Policy()
         self.approver = approver
         self.cache: ResultCache = cache if cache is not None else MemoryResultCache()
@@ -179,9 +184,22 @@ class ToolRunner:
             grant: The approval the call runs under (recorded in the audit log).
 
         Raises:
-            StoreError: The audit log could not be written (the call did not run if it
-                would change something).
+            StoreError: The audit log could not be written and nothing happened: the
+                call did not run, or it only reads. Once a write or destructive tool has
+                run, a failing audit write never raises (a retry would run it twice): its
+                record is written late (`self.late`) and the result returned.
         """
+        result, _ = await self._run_one(call, ctx, approver, grant)
+        return result
+
+    async def _run_one(
+        self,
+        call: ToolCall,
+        ctx: ToolContext | None,
+        approver: Approver | None,
+        grant: Grant | None,
+    ) -> tuple[ToolResult, bool]:
+        """`exec`, and whether a write or destructive tool was handed the call."""
         start = perf_counter()
         if ctx is None:
             ctx = ToolContext()
@@ -213,11 +231,16 @@ class ToolRunner:
         result.duration_ms = (perf_counter() - start) * 1000.0 - waited
         result.approval_wait_ms = waited + (grant.wait_ms if grant is not None else 0.0)
         if self.audit is not None:
-            await self.audit.append_audit(
-                audit_record(
-                    "finished", call, trace.tool, trace.arguments, ctx, result=result, grant=grant
-                )
+            record = audit_record(
+                "finished", call, trace.tool, trace.arguments, ctx, result=result, grant=grant
             )
+            try:
+                await self.audit.append_audit(record)
+            except StoreError as exc:
+                if not trace.started:
+                    raise
+                assert self.late is not None
+                self.late.add(record, exc)
         if logger.isEnabledFor(logging.DEBUG):
             outcome = "ok" if result.error is None else result.error.code
             logger.debug(
@@ -228,7 +251,7 @@ class ToolRunner:
                 result.duration_ms,
                 " (cached)" if result.cached else "",
             )
-        return result
+        return result, trace.started
 
     async def exec_many(
         self,
@@ -249,11 +272,38 @@ class ToolRunner:
             return [await self.exec(c, ctx, approver=approver) for c in calls]
         gate = asyncio.Semaphore(self.policy.max_concurrency)
 
-        async def bounded(call: ToolCall) -> ToolResult:
+        async def bounded(call: ToolCall) -> tuple[ToolResult, bool]:
             async with gate:
-                return await self.exec(call, ctx, approver=approver)
+                return await self._run_one(call, ctx, approver, None)
 
-        return list(await asyncio.gather(*(bounded(c) for c in calls)))
+        # Every call ends before this returns, whatever another one met: a store failure on
+        # one call must not leave the others running behind a turn that has failed.
+        outcomes = await asyncio.gather(*(bounded(c) for c in calls), return_exceptions=True)
+        failed: StoreError | None = None
+        changed = False
+        for outcome in outcomes:
+            if isinstance(outcome, StoreError):
+                failed = failed or outcome
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            else:
+                changed = changed or outcome[1]
+        if failed is not None and not changed:
+            raise failed  # nothing happened anywhere: the turn can be retried as a whole
+        # Something did happen: the turn stands, and a call that could not be recorded
+        # (so did not run) says so to the model instead of failing the others' results.
+        return [
+            outcome[0]
+            if isinstance(outcome, tuple)
+            else ToolResult.fail(
+                call.id,
+                call.name,
+                "unavailable",
+                f"Tool {call.name!r} was not run: the audit log could not be written, so "
+                "nothing was done. Try the call again later, or continue without it.",
+            )
+            for call, outcome in zip(calls, outcomes, strict=True)
+        ]
 
     async def _exec(
         self, call: ToolCall, ctx: ToolContext, approver: Approver | None, trace: _Trace
@@ -384,6 +434,7 @@ class ToolRunner:
             await self.audit.append_audit(
                 audit_record("started", call, tool, args, ctx, grant=trace.grant)
             )
+        trace.started = tool.effects != "read"
         timeout = tool.timeout if tool.timeout is not None else policy.default_timeout
         deadline = asyncio.timeout(timeout)
         execution = Execution()
