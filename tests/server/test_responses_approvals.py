@@ -277,3 +277,38 @@ def test_approval_mistakes(server: LiveServer, openai_server: FakeOpenAIServer) 
     # Another key cannot even find the response to answer.
     with pytest.raises(openai.NotFoundError):
         _answer(server, paused, request.id, True, key=OPS)
+
+
+def test_answering_one_of_two_approvals_at_a_time_runs_both_once(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    # Issue 22: the first answer's approval was used by a resume that was then refused
+    # (the other one was pending); every retry got 409 and the client was stuck.
+    openai_server.reply(
+        completion(
+            "Deleting both.",
+            tool_calls=[
+                tool_call("delete_application", {"app_name": "one"}, id="call_1"),
+                tool_call("delete_application", {"app_name": "two"}, id="call_2"),
+            ],
+        )
+    )
+    with sdk(server, ALICE) as client:
+        paused = client.responses.create(model=MODEL, input="Delete one and two.")
+    first, second = (i for i in paused.output if isinstance(i, McpApprovalRequest))
+    with pytest.raises(openai.ConflictError, match=second.id):
+        _answer(server, paused, first.id, True)
+    with _http(server, ALICE) as http:
+        assert http.get(f"/v1/approvals/{first.id}").json()["status"] == "approved"
+    assert DELETED == []
+    # A retry of the same answer is refused the same way, and changes nothing either.
+    with pytest.raises(openai.ConflictError, match=second.id):
+        _answer(server, paused, first.id, True)
+
+    openai_server.reply(completion("Both are gone."))
+    answer = _answer(server, paused, second.id, True)
+    assert answer.output_text == "Both are gone."
+    assert sorted(DELETED) == ["one", "two"]
+    with _http(server, ALICE) as http:
+        statuses = [http.get(f"/v1/approvals/{a.id}").json()["status"] for a in (first, second)]
+    assert statuses == ["used", "used"]
