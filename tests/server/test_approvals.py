@@ -352,3 +352,63 @@ def test_an_expired_approval_cannot_be_decided_and_reaches_the_model_as_denied(
     error = json.loads(openai_server.requests[-1].json["messages"][-1]["content"])["error"]
     assert error["code"] == "denied"
     assert "expired" in error["message"]
+
+
+def test_a_client_call_beside_a_destructive_call_comes_back_after_the_approval(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    # Issue 22: the approval of a turn that also called a client tool was never stored
+    # (404 in /v1/approvals), and the destructive call vanished from what went upstream.
+    weather = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "The weather in a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    openai_server.reply(
+        completion(
+            "On it.",
+            tool_calls=[
+                tool_call("delete_application", {"app_name": "demo-app"}, id="call_d"),
+                tool_call("get_weather", {"city": "Lisbon"}, id="call_w"),
+            ],
+        )
+    )
+    ask = [{"role": "user", "content": "Delete demo-app and tell me the weather in Lisbon."}]
+    first = sdk(server, ALICE).chat.completions.create(model=MODEL, messages=ask, tools=[weather])  # type: ignore[arg-type]
+    extension = (first.model_extra or {})["toolwire"]
+    assert extension["status"] == "awaiting_approval"
+    [pending] = extension["pending_approvals"]
+    with _http(server, ALICE) as http:
+        assert http.get(f"/v1/approvals/{pending['id']}").json()["status"] == "pending"
+        assert (
+            http.post(f"/v1/approvals/{pending['id']}", json={"decision": "approve"}).status_code
+            == 200
+        )
+        resumed = http.post(f"/v1/runs/{extension['run_id']}/resume", json={}).json()
+    assert DELETED == ["demo-app"]
+    # The client's own call comes back now, as an ordinary tool call.
+    assert resumed["choices"][0]["finish_reason"] == "tool_calls"
+    [call] = resumed["choices"][0]["message"]["tool_calls"]
+    assert (call["id"], call["function"]["name"]) == ("call_w", "get_weather")
+
+    # The client answers it; upstream sees the whole turn, the server call included.
+    openai_server.reply(completion("Deleted, and sunny in Lisbon."))
+    history = [
+        *ask,
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_w", "content": "Sunny"},
+    ]
+    answer = sdk(server, ALICE).chat.completions.create(
+        model=MODEL, messages=history, tools=[weather]
+    )  # type: ignore[arg-type]
+    assert answer.choices[0].message.content == "Deleted, and sunny in Lisbon."
+    sent = openai_server.requests[-1].json["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool"]
+    assert [c["id"] for c in sent[1]["tool_calls"]] == ["call_d", "call_w"]
+    assert {(m["tool_call_id"], m["content"]) for m in sent[2:]} == {
+        ("call_d", "Application demo-app deleted."),
+        ("call_w", "Sunny"),
+    }

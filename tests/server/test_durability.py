@@ -62,6 +62,14 @@ def slow_write(name: str) -> str:
     return "written"
 
 
+@tool(effects="write")
+def write_then_lose_the_store(name: str) -> str:
+    """Write a record; the store dies while it runs."""
+    _log(f"wrote {name}")
+    os.kill(int(os.environ["DURABLE_REDIS_PID"]), 9)
+    return "written"
+
+
 @tool(cache_ttl=60)
 def cached_lookup(key: str) -> dict[str, str]:
     """Look a key up (slowly, so its results are cached)."""
@@ -404,7 +412,20 @@ def private_redis(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]
         pytest.skip("redis-server is not installed")
     port = _free_port()
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        # Durable as toolwire requires of a Redis store: every write on disk before the reply.
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -471,3 +492,40 @@ def test_without_redis_stateful_requests_are_503_and_the_rest_works(
         sys.path.remove(str(tmp_path))
         sys.modules.pop("durable_tools", None)
         del os.environ["DURABLE_SIDE_EFFECTS"]
+
+
+def test_a_store_lost_after_a_write_ran_is_not_answered_as_retryable(
+    setup: tuple[Path, dict[str, str]],
+    openai_server: FakeOpenAIServer,
+    private_redis: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    # Issue 22: the `finished` record failed after the write ran, and the client got 503
+    # with Retry-After; its retry ran the write twice.
+    tmp_path, env = setup
+    os.environ["DURABLE_SIDE_EFFECTS"] = env["DURABLE_SIDE_EFFECTS"]
+    url, redis_proc = private_redis
+    os.environ["DURABLE_REDIS_PID"] = str(redis_proc.pid)
+    sys.path.insert(0, str(tmp_path))
+    config = config_with(
+        upstream=native_upstream(openai_server.base_url),
+        server_tools={"modules": ["durable_tools"]},
+        store=url,
+    )
+    try:
+        with (
+            LiveServer(create_app(config)) as live,
+            httpx.Client(base_url=live.url, timeout=15) as http,
+        ):
+            openai_server.reply(
+                completion(tool_calls=[tool_call("write_then_lose_the_store", {"name": "r1"})]),
+                completion("The record is written."),
+            )
+            response = http.post("/v1/chat/completions", json={"model": "gpt", "messages": ASK})
+            assert response.status_code == 200, response.text
+            assert "retry-after" not in response.headers
+            assert response.json()["choices"][0]["message"]["content"] == "The record is written."
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("durable_tools", None)
+        del os.environ["DURABLE_SIDE_EFFECTS"], os.environ["DURABLE_REDIS_PID"]
+    assert _side_effects(tmp_path) == ["wrote r1"]

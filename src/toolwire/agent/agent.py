@@ -203,12 +203,14 @@ class Agent:
         ctx = ctx if ctx is not None else ToolContext()
         if ctx.run_id is None:
             ctx.run_id = "run_" + uuid.uuid4().hex
+        messages = self._start(input)
         run = _Run(
             state=RunState(
                 run_id=ctx.run_id,
                 status="completed",
                 output="",
-                messages=self._start(input),
+                messages=messages,
+                input_messages=len(messages),
                 client_tools=list(client_tools),
                 settings=settings if settings is not None else self.settings,
                 unknown_calls_to_client=unknown_calls_to_client,
@@ -859,6 +861,7 @@ class _Run:
             run_id=state.run_id,
             approvals=list(state.approvals),
             first_step=self.first_step,
+            input_messages=state.input_messages,
             # No copy: `resume` works on its own copy of whatever it is given.
             state=state if paused else None,
         )

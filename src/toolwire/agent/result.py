@@ -114,6 +114,9 @@ class RunResult:
     first_step: int = 0
     """Steps before this index came before a resume (their text was answered already);
     the text of `steps[first_step:]` is what this call of the run produced."""
+    input_messages: int = 0
+    """`messages[input_messages:]` are the run's own (its turns and server-tool results),
+    across resumes: the part a client that only sees the final answer does not have."""
     state: RunState | None = field(default=None, repr=False)
     """Everything needed to continue the run (`Agent.resume(result.state, ...)`);
     `state.to_json()` is plain JSON. Set when the run paused (approvals, client calls)."""

@@ -77,6 +77,9 @@ class RunState:
     unknown_calls_to_client: bool = False
     """Calls to tools the agent does not have go back to the caller as client calls
     (the gateway's `tool_request` dialect: the client owns every other tool)."""
+    input_messages: int = 0
+    """How many of `messages` the run started with (the caller's, and the instructions);
+    the rest are the run's own turns and server-tool results."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (no secret): store it anywhere, resume from it anywhere."""
@@ -94,6 +97,7 @@ class RunState:
             "client_tools": [_tool_to_json(t) for t in self.client_tools],
             "settings": _settings_to_json(self.settings),
             "unknown_calls_to_client": self.unknown_calls_to_client,
+            "input_messages": self.input_messages,
         }
 
     @classmethod
@@ -123,6 +127,7 @@ class RunState:
                 client_tools=[_tool_from_json(t) for t in data.get("client_tools", [])],
                 settings=_settings_from_json(data.get("settings")),
                 unknown_calls_to_client=bool(data.get("unknown_calls_to_client", False)),
+                input_messages=int(data.get("input_messages", 0)),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"Not a toolwire run state: missing or wrong field {exc}.") from None

@@ -27,10 +27,12 @@ from starlette.routing import Route
 
 from toolwire.agent.agent import RunConflict
 from toolwire.agent.journal import read_status
+from toolwire.agent.result import RunResult
 from toolwire.server.approvals import can_see_all, decide, visible
 from toolwire.server.caller import Caller, authenticate, gateway_of
 from toolwire.server.errors import GatewayError, store_error
 from toolwire.server.gateway import Gateway
+from toolwire.server.memory import remember_steps
 from toolwire.server.protocols.chat_completions.agent_path import agent_complete, agent_stream
 from toolwire.server.protocols.chat_completions.handler import shutdown_event
 from toolwire.server.protocols.chat_completions.wire import ChunkWriter, new_completion_id
@@ -266,12 +268,21 @@ async def _resume(request: Request) -> Response:
         async for event in events:
             yield event
 
+    async def on_done(result: RunResult) -> None:
+        # Client calls handed back after server tools ran (a turn that also asked for
+        # approval): the client's next request must find the server steps again.
+        await remember_steps(
+            gateway.store, record.owner, result, result.input_messages, gateway.config.memory_ttl
+        )
+
     if body.stream:
         include_usage = bool((body.stream_options or {}).get("include_usage"))
         writer = ChunkWriter(id=new_completion_id(), model=model_id)
-        chunks = agent_stream(gateway, replay(), writer, include_usage=include_usage)
+        chunks = agent_stream(
+            gateway, replay(), writer, include_usage=include_usage, on_done=on_done
+        )
         return await stream_response(chunks, {}, request, on_shutdown=shutdown_event)
-    payload = await agent_complete(gateway, replay(), model_id)
+    payload = await agent_complete(gateway, replay(), model_id, on_done=on_done)
     return json_response(payload)
 
 
