@@ -243,7 +243,7 @@ class ApprovalsMachine(RuleBasedStateMachine):
     @rule(data=st.data(), approve=st.booleans(), p=st.integers(0, 1))
     def resume_deciding(self, data: st.DataObject, approve: bool, p: int) -> None:
         run_id = data.draw(st.sampled_from(list(self.runs)))
-        decisions = {a: approve for a in self.runs[run_id].approvals}
+        decisions = dict.fromkeys(self.runs[run_id].approvals, approve)
         self._resume(run_id, [self.agents[p]], decisions)
 
     @precondition(lambda self: bool(self.runs))

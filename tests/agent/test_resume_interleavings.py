@@ -4,6 +4,7 @@ interleavings a review found broken (each test failed on the code before the fix
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -11,13 +12,14 @@ import orjson
 import pytest
 from faulty_store import FaultyStore
 
-from conftest import StoreFactory
 from toolwire.agent import Agent, RunConflict, RunState
 from toolwire.agent import journal as journal_module
 from toolwire.models import AssistantMessage, ScriptedModel
 from toolwire.runner import ToolRunner
 from toolwire.store import AuditQuery, Store, arguments_hash, canonical_json
 from toolwire.tools import Tool, Toolbox, ToolCall, ToolContext, tool
+
+StoreFactory = Callable[[], Store]
 
 ran: list[tuple[str, dict[str, Any]]] = []
 
