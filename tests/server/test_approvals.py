@@ -234,8 +234,9 @@ def test_a_streamed_run_announces_the_approval_and_its_status(
     )
     _, chunks = raw_stream(server, {"model": MODEL, "messages": DELETE}, key=ALICE)
     kinds = [e["type"] for e in extensions(chunks)]
-    assert kinds == ["tool_call", "approval_required", "tool_result", "run_status"]
-    required = extensions(chunks)[1]
+    # The request is announced once it is stored (after the call's awaiting result).
+    assert kinds == ["tool_call", "tool_result", "approval_required", "run_status"]
+    required = extensions(chunks)[2]
     assert required["id"].startswith("apr_")
     assert required["call_id"] == "call_s"
     status = extensions(chunks)[-1]
@@ -412,3 +413,51 @@ def test_a_client_call_beside_a_destructive_call_comes_back_after_the_approval(
         ("call_d", "Application demo-app deleted."),
         ("call_w", "Sunny"),
     }
+
+
+def test_an_announced_approval_can_be_decided_the_moment_it_arrives(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    # Issue 24: a streamed approval_required carried an id before the approval was in the
+    # store; a client acting on it at once got 404.
+    for round in range(20):
+        openai_server.reply(
+            sse(
+                [
+                    delta(
+                        tool_calls=[
+                            {
+                                "index": 0,
+                                "id": f"call_{round}",
+                                "type": "function",
+                                "function": {
+                                    "name": "delete_application",
+                                    "arguments": json.dumps({"app_name": f"app{round}"}),
+                                },
+                            }
+                        ]
+                    ),
+                    delta(finish_reason="tool_calls"),
+                ]
+            )
+        )
+        body = {"model": MODEL, "messages": DELETE, "stream": True}
+        headers = {"Authorization": f"Bearer {ALICE}"}
+        with (
+            httpx.Client(base_url=server.url, timeout=10) as http,
+            http.stream("POST", "/v1/chat/completions", json=body, headers=headers) as stream,
+            _http(server, ALICE) as reader,
+        ):
+            for line in stream.iter_lines():
+                if not line.startswith("data: {"):
+                    continue
+                chunk = json.loads(line.removeprefix("data: "))
+                extension = chunk.get("toolwire") or {}
+                if extension.get("type") == "approval_required":
+                    seen = reader.get(f"/v1/approvals/{extension['id']}")
+                    assert seen.status_code == 200, seen.text
+                    assert seen.json()["status"] == "pending"
+                    break
+            else:
+                pytest.fail("no approval_required event")
+    assert DELETED == []

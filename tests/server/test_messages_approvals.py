@@ -110,11 +110,11 @@ def test_a_streamed_pause_announces_the_approval_and_the_run_status(
     extensions = [data["toolwire"] for name, data in events if name == "toolwire"]
     assert [e["type"] for e in extensions] == [
         "tool_call",
-        "approval_required",
         "tool_result",
+        "approval_required",
         "run_status",
     ]
-    required, status = extensions[1], extensions[-1]
+    required, status = extensions[2], extensions[-1]
     assert required["id"].startswith("apr_")
     assert status["status"] == "awaiting_approval"
     assert status["pending_approvals"][0]["id"] == required["id"]

@@ -8,7 +8,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -314,6 +314,10 @@ class Agent:
             if run.journal is not None:
                 if state.status == "awaiting_approval":
                     await run.journal.paused(state)
+                    waiting = {a.id for a in state.approvals}
+                    for event in run.announce:
+                        if event.approval is not None and event.approval.id in waiting:
+                            yield event
                 else:
                     await run.journal.finished(state)
         except StoreError as exc:
@@ -433,7 +437,8 @@ class Agent:
                     for c in calls
                 )
                 async with _guard(run, state) if changes else contextlib.nullcontext():
-                    run_events = self._run_tools(calls, by_name, run.ctx, approvals)
+                    later = run.announce if run.journal is not None else None
+                    run_events = self._run_tools(calls, by_name, run.ctx, approvals, later)
                     async with contextlib.aclosing(run_events) as tool_events:
                         async for event in tool_events:
                             if isinstance(event, list):
@@ -685,11 +690,17 @@ class Agent:
         by_name: dict[str, Tool],
         ctx: ToolContext,
         approvals: dict[str, PendingApproval],
+        later: list[ApprovalRequired] | None = None,
     ) -> AsyncGenerator[AgentEvent | list[ToolResult], None]:
         """Run one turn's calls, yielding `ApprovalRequired` events, then the results.
 
         Every call that needs approval gets a `PendingApproval` in `approvals` (keyed by
         call id), bound to the validated arguments the runner would execute.
+
+        Args:
+            later: Where the `ApprovalRequired` events go instead, when nobody is asked on
+                the spot and the run pauses in a store: they are announced once the
+                approvals are stored, so an announced id can always be decided.
         """
         queue: asyncio.Queue[tuple[ApprovalRequired, asyncio.Future[None]] | None]
         queue = asyncio.Queue()
@@ -698,6 +709,9 @@ class Agent:
         async def approver(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool | None:
             pending = _pending(call, tool)
             approvals[call.id] = pending
+            if user_approver is None and later is not None:
+                later.append(ApprovalRequired(call=call, tool=tool, approval=pending))
+                return None
             # Hand the event to the stream and wait until the consumer has taken it, so
             # whoever reads the stream learns about the request before anyone answers it.
             seen: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -846,6 +860,8 @@ class _Run:
     first_step: int = 0
     effects: bool = False
     """Write or destructive tools may have run: a failure from here on is not retryable."""
+    announce: list[ApprovalRequired] = field(default_factory=list)
+    """Approval requests held back until the run's pause is stored."""
 
     def result(self) -> RunResult:
         state = self.state
