@@ -65,7 +65,7 @@ async def test_migrates_an_older_file_and_keeps_its_data(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "state.db"
-    run = run_record()
+    run = run_record(version=1)
     old = SqliteStore(path)
     await old.open()
     await old.put_run(run)

@@ -27,13 +27,13 @@ async def test_ping(store: Store) -> None:
 
 async def test_run_round_trip_and_replace(store: Store) -> None:
     run = run_record(state={"messages": [{"role": "user", "content": "héllo ✓"}], "x": 1.25})
-    await store.put_run(run)
-    assert await store.get_run(run.id) == run
+    await store.put_run(replace(run, version=7))  # the store sets the version, not the caller
+    assert await store.get_run(run.id) == replace(run, version=1)
     assert await store.get_run("missing") is None
 
     changed = replace(run, status="completed", state={"done": True}, owner=None, holder=None)
     await store.put_run(changed)
-    assert await store.get_run(run.id) == changed
+    assert await store.get_run(run.id) == replace(changed, version=2)
 
 
 async def test_records_come_back_as_copies(store: Store) -> None:
@@ -49,7 +49,7 @@ async def test_records_come_back_as_copies(store: Store) -> None:
 
 
 async def test_transition_run_is_a_compare_and_set(store: Store) -> None:
-    run = run_record(status="awaiting_approval")
+    run = run_record(status="awaiting_approval", version=1)
     await store.put_run(run)
     claimed = replace(run, status="running", holder="other:1:x", updated_at=NOW + 500)
 
@@ -59,14 +59,14 @@ async def test_transition_run_is_a_compare_and_set(store: Store) -> None:
     assert await store.transition_run("missing", expect=["running"], run=claimed) is False
 
     assert await store.transition_run(run.id, expect=["awaiting_approval"], run=claimed) is True
-    assert await store.get_run(run.id) == claimed
+    assert await store.get_run(run.id) == replace(claimed, version=2)
     assert await store.transition_run(run.id, expect=["awaiting_approval"], run=claimed) is False
 
 
 async def test_concurrent_claims_of_a_run_have_one_winner(store: Store) -> None:
     run = run_record(status="awaiting_approval")
     await store.put_run(run)
-    claims = [replace(run, status="running", holder=f"h:{i}") for i in range(20)]
+    claims = [replace(run, status="running", holder=f"h:{i}", version=2) for i in range(20)]
     won = await asyncio.gather(
         *(store.transition_run(run.id, expect=["awaiting_approval"], run=c) for c in claims)
     )
@@ -76,10 +76,10 @@ async def test_concurrent_claims_of_a_run_have_one_winner(store: Store) -> None:
 
 
 async def test_list_runs_newest_first_with_filters(store: Store) -> None:
-    a = run_record(status="running", owner="alice", created_at=NOW + 1)
-    b = run_record(status="completed", owner="bob", created_at=NOW + 2)
-    c = run_record(status="running", owner="bob", created_at=NOW + 3)
-    d = run_record(status="completed", owner=None, created_at=NOW + 4)
+    a = run_record(status="running", owner="alice", created_at=NOW + 1, version=1)
+    b = run_record(status="completed", owner="bob", created_at=NOW + 2, version=1)
+    c = run_record(status="running", owner="bob", created_at=NOW + 3, version=1)
+    d = run_record(status="completed", owner=None, created_at=NOW + 4, version=1)
     for run in (b, d, a, c):
         await store.put_run(run)
 
@@ -95,12 +95,12 @@ async def test_list_runs_newest_first_with_filters(store: Store) -> None:
 async def test_list_runs_follows_status_and_owner_changes(store: Store) -> None:
     run = run_record(status="awaiting_approval", owner="alice")
     await store.put_run(run)
-    done = replace(run, status="completed")
+    done = replace(run, status="completed", version=2)
     assert await store.transition_run(run.id, expect=["awaiting_approval"], run=done)
     assert await store.list_runs(status="awaiting_approval") == []
     assert await store.list_runs(status="completed") == [done]
 
-    moved = replace(done, owner="bob")
+    moved = replace(done, owner="bob", version=3)
     await store.put_run(moved)
     assert await store.list_runs(owner="alice") == []
     assert await store.list_runs(owner="bob") == [moved]
@@ -209,7 +209,7 @@ async def test_concurrent_decisions_across_two_stores_have_one_winner(backend: B
 
 async def test_two_stores_see_each_others_writes(backend: Backend) -> None:
     first, second = await backend.open(), await backend.open()
-    run, approval = run_record(), approval_record()
+    run, approval = run_record(version=1), approval_record()
     await first.put_run(run)
     await first.add_approvals([approval])
     record_id = await first.append_audit(audit_record())

@@ -63,75 +63,130 @@ SCHEMA_VERSION = 1
 
 _Record = TypeVar("_Record", RunRecord, ApprovalRecord)
 
-# Replace a run, optionally only if its stored status is one of the expected ones, and move
-# it between index sets. Values are JSON; only strings are decoded here (cjson would round
-# floats). ARGV: prefix, id, score, new status, new owner (JSON), n, n expected statuses,
-# then field/value pairs.
-_PUT_RUN = """
-local key, prefix, id, score = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-local n = tonumber(ARGV[6])
-local old = redis.call('HMGET', key, 'status', 'owner')
-local status = old[1] and cjson.decode(old[1])
-if n > 0 then
-  local ok = false
-  for i = 1, n do if status == ARGV[6 + i] then ok = true end end
-  if not ok then return 0 end
+# Shared by the scripts below, so every write keeps the indexes the same way. Hash values
+# are JSON; a script decodes only strings (cjson would round floats). A plan (ARGV[2]) is a
+# JSON object whose leaves are strings (scores, encoded field values), for the same reason.
+_LIB = """
+local prefix = ARGV[1]
+local function has(list, value)
+  for _, v in ipairs(list) do if v == value then return true end end
+  return false
 end
-if status then
-  redis.call('ZREM', prefix .. 'runs:status:' .. status, id)
-  local owner = cjson.decode(old[2])
-  if type(owner) == 'string' then redis.call('ZREM', prefix .. 'runs:owner:' .. owner, id) end
+local function text(raw)  -- a stored JSON value that is a string, else nil
+  if not raw then return nil end
+  local value = cjson.decode(raw)
+  if type(value) == 'string' then return value end
+  return nil
 end
-redis.call('DEL', key)
-redis.call('HSET', key, unpack(ARGV, 7 + n))
-redis.call('ZADD', prefix .. 'runs', score, id)
-redis.call('ZADD', prefix .. 'runs:status:' .. ARGV[4], score, id)
-local owner = cjson.decode(ARGV[5])
-if type(owner) == 'string' then redis.call('ZADD', prefix .. 'runs:owner:' .. owner, score, id) end
-return 1
-"""
-
-# Insert approvals, all or none. KEYS: their hashes. ARGV: prefix, stride, then per
-# approval: id, score, status, run_id, requested_by (JSON), field/value pairs.
-_ADD_APPROVALS = """
-local prefix, stride = ARGV[1], tonumber(ARGV[2])
-for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then return KEYS[i] end
+local function approval_status(key)
+  return text(redis.call('HGET', key, 'status'))
 end
-for i = 1, #KEYS do
-  local at = 3 + (i - 1) * stride
-  local id, score = ARGV[at], ARGV[at + 1]
-  redis.call('HSET', KEYS[i], unpack(ARGV, at + 5, at + stride - 1))
-  redis.call('ZADD', prefix .. 'approvals', score, id)
-  redis.call('ZADD', prefix .. 'approvals:status:' .. ARGV[at + 2], score, id)
-  redis.call('ZADD', prefix .. 'approvals:run:' .. ARGV[at + 3], score, id)
-  local requester = cjson.decode(ARGV[at + 4])
-  if type(requester) == 'string' then
-    redis.call('ZADD', prefix .. 'approvals:requester:' .. requester, score, id)
+local function add_approval(key, a)
+  redis.call('HSET', key, unpack(a.fields))
+  redis.call('ZADD', prefix .. 'approvals', a.score, a.id)
+  redis.call('ZADD', prefix .. 'approvals:status:' .. a.status, a.score, a.id)
+  redis.call('ZADD', prefix .. 'approvals:run:' .. a.run_id, a.score, a.id)
+  if a.requested_by then
+    redis.call('ZADD', prefix .. 'approvals:requester:' .. a.requested_by, a.score, a.id)
   end
 end
-return false
+local function decide(key, id, old, a)
+  redis.call('HSET', key, unpack(a.fields))
+  if a.status ~= old then
+    local score = redis.call('ZSCORE', prefix .. 'approvals', id)
+    redis.call('ZREM', prefix .. 'approvals:status:' .. old, id)
+    redis.call('ZADD', prefix .. 'approvals:status:' .. a.status, score, id)
+  end
+end
+local function taken(keys, approvals)  -- the first id that exists or repeats, else nil
+  local seen = {}
+  for i, a in ipairs(approvals) do
+    if seen[a.id] or redis.call('EXISTS', keys[i]) == 1 then return a.id end
+    seen[a.id] = true
+  end
+  return nil
+end
 """
 
-# The compare-and-set behind deciding and using an approval. ARGV: prefix, id, new status,
-# n, n expected statuses, then field/value pairs of the decision fields.
-_UPDATE_APPROVAL = """
-local key, prefix, id, new = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-local n = tonumber(ARGV[4])
-local stored = redis.call('HGET', KEYS[1], 'status')
-if not stored then return 0 end
-local status = cjson.decode(stored)
-local ok = false
-for i = 1, n do if status == ARGV[4 + i] then ok = true end end
-if not ok then return 0 end
-redis.call('HSET', key, unpack(ARGV, 5 + n))
-if new ~= status then
-  local score = redis.call('ZSCORE', prefix .. 'approvals', id)
-  redis.call('ZREM', prefix .. 'approvals:status:' .. status, id)
-  redis.call('ZADD', prefix .. 'approvals:status:' .. new, score, id)
+# Insert or replace a run (plan.expect absent: put_run) or compare-and-set it (plan.expect,
+# plus plan.version and plan.holder when given), decide approvals whose stored status is
+# one of theirs, insert new ones: every comparison before the first write, so a failed one
+# writes nothing. KEYS: the run's hash, the decided approvals', the new approvals'.
+# Returns 1, 0 (a comparison failed) or {id} (a new approval's id is taken).
+_WRITE_RUN = (
+    _LIB
+    + """
+local plan = cjson.decode(ARGV[2])
+local key = KEYS[1]
+local old = redis.call('HMGET', key, 'status', 'owner', 'version', 'holder')
+local status = text(old[1])
+local version = tonumber(old[3]) or 0
+if plan.expect then
+  if not status or not has(plan.expect, status) then return 0 end
+  if plan.version and version ~= plan.version then return 0 end
+  if plan.holder and text(old[4]) ~= plan.holder then return 0 end
 end
+local decided = {}
+for i, a in ipairs(plan.decide) do
+  decided[i] = approval_status(KEYS[1 + i])
+  if not decided[i] or not has(a.expect, decided[i]) then return 0 end
+end
+local new_keys = {unpack(KEYS, 2 + #plan.decide)}
+local id = taken(new_keys, plan.add)
+if id then return {id} end
+if status then
+  redis.call('ZREM', prefix .. 'runs:status:' .. status, plan.id)
+  local owner = text(old[2])
+  if owner then redis.call('ZREM', prefix .. 'runs:owner:' .. owner, plan.id) end
+end
+redis.call('DEL', key)
+redis.call('HSET', key, 'version', version + 1, unpack(plan.fields))
+redis.call('ZADD', prefix .. 'runs', plan.score, plan.id)
+redis.call('ZADD', prefix .. 'runs:status:' .. plan.status, plan.score, plan.id)
+if plan.owner then
+  redis.call('ZADD', prefix .. 'runs:owner:' .. plan.owner, plan.score, plan.id)
+end
+for i, a in ipairs(plan.decide) do decide(KEYS[1 + i], a.id, decided[i], a) end
+for i, a in ipairs(plan.add) do add_approval(new_keys[i], a) end
 return 1
 """
+)
+
+# Only lease_until, only for the claim that holds the run. ARGV: prefix, holder, lease_until
+# (JSON).
+_RENEW_LEASE = (
+    _LIB
+    + """
+local old = redis.call('HMGET', KEYS[1], 'status', 'holder')
+if text(old[1]) ~= 'running' or text(old[2]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'lease_until', ARGV[3])
+return 1
+"""
+)
+
+# Insert approvals, all or none. KEYS: their hashes. Returns the id taken, or nil.
+_ADD_APPROVALS = (
+    _LIB
+    + """
+local plan = cjson.decode(ARGV[2])
+local id = taken(KEYS, plan.add)
+if id then return id end
+for i, a in ipairs(plan.add) do add_approval(KEYS[i], a) end
+return false
+"""
+)
+
+# The compare-and-set behind deciding and using an approval. ARGV[2]: one decision.
+_UPDATE_APPROVAL = (
+    _LIB
+    + """
+local a = cjson.decode(ARGV[2])
+local status = approval_status(KEYS[1])
+if not status or not has(a.expect, status) then return 0 end
+decide(KEYS[1], a.id, status, a)
+return 1
+"""
+)
 
 # Ids and stream order agree because both are taken in one atomic step.
 _APPEND_AUDIT = """
@@ -202,7 +257,7 @@ class RedisStore:
                 "toolwire or use another prefix or database"
             )
         # Sent by SHA (EVALSHA), and in full only when Redis does not know them yet.
-        lua = (_PUT_RUN, _ADD_APPROVALS, _UPDATE_APPROVAL, _APPEND_AUDIT)
+        lua = (_WRITE_RUN, _RENEW_LEASE, _ADD_APPROVALS, _UPDATE_APPROVAL, _APPEND_AUDIT)
         self._scripts = {text: client.register_script(text) for text in lua}
 
     async def aclose(self) -> None:
@@ -287,32 +342,62 @@ class RedisStore:
 
     # --- runs -------------------------------------------------------------------------
 
-    async def put_run(self, run: RunRecord) -> None:
-        await self._write_run(run.id, run, ())
+    async def put_run(self, run: RunRecord, *, approvals: Sequence[ApprovalRecord] = ()) -> None:
+        await self._write_run(run, {"decide": [], "add": [_new(a) for a in approvals]}, [])
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         runs = await self._load(RunRecord, [run_id])
         return runs[0] if runs else None
 
     async def transition_run(
-        self, run_id: str, *, expect: Sequence[RunStatus], run: RunRecord
+        self,
+        run_id: str,
+        *,
+        expect: Sequence[RunStatus],
+        run: RunRecord,
+        version: int | None = None,
+        holder: str | None = None,
+        approvals: Sequence[tuple[ApprovalRecord, Sequence[ApprovalStatus]]] = (),
+        new_approvals: Sequence[ApprovalRecord] = (),
     ) -> bool:
         if not expect:
             return False
-        return await self._write_run(run_id, run, expect)
+        plan: dict[str, Any] = {
+            "expect": list(expect),
+            "decide": [_decision(a, wanted) for a, wanted in approvals],
+            "add": [_new(a) for a in new_approvals],
+        }
+        if version is not None:
+            plan["version"] = version
+        if holder is not None:
+            plan["holder"] = holder
+        if run.id != run_id:
+            run = dataclasses.replace(run, id=run_id)
+        decided = [self._key("approval", a.id) for a, _ in approvals]
+        return await self._write_run(run, plan, decided)
 
-    async def _write_run(self, run_id: str, run: RunRecord, expect: Sequence[str]) -> bool:
-        args = [
-            self.prefix,
-            run_id,
-            repr(float(run.created_at)),
-            run.status,
-            orjson.dumps(run.owner),
-            len(expect),
-            *expect,
-            *_encode(run),
+    async def _write_run(self, run: RunRecord, plan: dict[str, Any], decided: list[str]) -> bool:
+        plan |= {
+            "id": run.id,
+            "score": _score(run.created_at),
+            "status": run.status,
+            "fields": _fields(run, skip="version"),
+        }
+        if run.owner is not None:
+            plan["owner"] = run.owner
+        keys = [
+            self._key("run", run.id),
+            *decided,
+            *(self._key("approval", a["id"]) for a in plan["add"]),
         ]
-        return bool(await self._eval(_PUT_RUN, [self._key("run", run_id)], args))
+        done = await self._eval(_WRITE_RUN, keys, [self.prefix, orjson.dumps(plan)])
+        if isinstance(done, list):
+            raise StoreConflict(f"approval {_str(done[0])!r} exists already")
+        return bool(done)
+
+    async def renew_lease(self, run_id: str, *, holder: str, lease_until: float) -> bool:
+        args = [self.prefix, holder, orjson.dumps(lease_until)]
+        return bool(await self._eval(_RENEW_LEASE, [self._key("run", run_id)], args))
 
     async def list_runs(
         self, *, status: RunStatus | None = None, owner: str | None = None, limit: int = 100
@@ -337,20 +422,11 @@ class RedisStore:
     async def add_approvals(self, approvals: Sequence[ApprovalRecord]) -> None:
         if not approvals:
             return
-        ids = [a.id for a in approvals]
-        if len(set(ids)) != len(ids):
-            raise StoreConflict(f"approval ids repeat in one batch: {ids}")
-        args: list[Any] = [self.prefix, 0]
-        for a in approvals:
-            fields = _encode(a)
-            args += [a.id, repr(float(a.created_at)), a.status, a.run_id]
-            args += [orjson.dumps(a.requested_by), *fields]
-        args[1] = 5 + len(_encode(approvals[0]))
         keys = [self._key("approval", a.id) for a in approvals]
-        taken = await self._eval(_ADD_APPROVALS, keys, args)
+        plan = {"add": [_new(a) for a in approvals]}
+        taken = await self._eval(_ADD_APPROVALS, keys, [self.prefix, orjson.dumps(plan)])
         if taken:
-            approval_id = _str(taken).removeprefix(self._key("approval", ""))
-            raise StoreConflict(f"approval {approval_id!r} exists already")
+            raise StoreConflict(f"approval {_str(taken)!r} exists already")
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         approvals = await self._load(ApprovalRecord, [approval_id])
@@ -391,10 +467,7 @@ class RedisStore:
     ) -> bool:
         if not expect:
             return False
-        fields: list[Any] = []
-        for name in APPROVAL_DECISION_FIELDS:
-            fields += [name, orjson.dumps(getattr(approval, name))]
-        args = [self.prefix, approval.id, approval.status, len(expect), *expect, *fields]
+        args = [self.prefix, orjson.dumps(_decision(approval, expect))]
         return bool(await self._eval(_UPDATE_APPROVAL, [self._key("approval", approval.id)], args))
 
     # --- audit ------------------------------------------------------------------------
@@ -457,12 +530,39 @@ class RedisStore:
                 await self._redis().set(key, value, px=max(1, round(ttl * 1000)))
 
 
-def _encode(record: RunRecord | ApprovalRecord) -> list[Any]:
+def _fields(record: RunRecord | ApprovalRecord, skip: str = "") -> list[str]:
     """Field/value pairs for a hash: every value JSON, `null` included."""
-    pairs: list[Any] = []
+    pairs: list[str] = []
     for field in dataclasses.fields(record):
-        pairs += [field.name, orjson.dumps(getattr(record, field.name))]
+        if field.name != skip:
+            pairs += [field.name, orjson.dumps(getattr(record, field.name)).decode()]
     return pairs
+
+
+def _score(created_at: float) -> str:
+    return repr(float(created_at))
+
+
+def _new(approval: ApprovalRecord) -> dict[str, Any]:
+    """A new approval in a script's plan."""
+    plan: dict[str, Any] = {
+        "id": approval.id,
+        "score": _score(approval.created_at),
+        "status": approval.status,
+        "run_id": approval.run_id,
+        "fields": _fields(approval),
+    }
+    if approval.requested_by is not None:
+        plan["requested_by"] = approval.requested_by
+    return plan
+
+
+def _decision(approval: ApprovalRecord, expect: Sequence[ApprovalStatus]) -> dict[str, Any]:
+    """An approval's decision in a script's plan, written only from one of `expect`."""
+    fields: list[str] = []
+    for name in APPROVAL_DECISION_FIELDS:
+        fields += [name, orjson.dumps(getattr(approval, name)).decode()]
+    return {"id": approval.id, "status": approval.status, "expect": list(expect), "fields": fields}
 
 
 def _decode(cls: type[_Record], fields: dict[Any, Any]) -> _Record:

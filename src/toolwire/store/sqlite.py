@@ -1,10 +1,18 @@
 """`SqliteStore`: the default store, one SQLite file that several processes may share.
 
-Every write is one SQL statement on a connection in autocommit mode, so it is committed
-(and, with `synchronous=FULL`, on disk) before the method returns, and the statements of
-concurrent coroutines can never end up in each other's transaction. Compare-and-set is a
-single `UPDATE … WHERE id = ? AND status IN (…)` whose row count says who won, which
-holds across processes sharing the file as well as within one.
+The connection is in autocommit mode: a single-statement write is committed (and, with
+`synchronous=FULL`, on disk) before the method returns. A write of several statements
+(`transition_run`, `put_run` with approvals) is one `BEGIN IMMEDIATE … COMMIT`, which
+takes the file's write lock first, so its checks and writes see no other process's
+commit in between. Compare-and-set is an `UPDATE … WHERE id = ? AND status IN (…)` whose
+row count says who won, which holds across processes sharing the file as within one.
+
+Every statement, read or write, runs under one `asyncio.Lock`. aiosqlite runs a
+connection's statements one at a time on its thread, but a transaction spans several
+awaits: without the lock another coroutine's statement would land inside it (committed or
+rolled back with it, or reading what it has not committed yet). A second connection for
+transactions was the other choice; it would contend with the first through the file lock,
+whose busy handler polls with sleeps of up to 100 ms, where the lock hands over at once.
 
 The schema is versioned with `PRAGMA user_version`; `MIGRATIONS[n]` takes a file from
 version `n` to `n + 1` and runs inside one transaction when the store is opened.
@@ -17,7 +25,7 @@ import contextlib
 import dataclasses
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +126,8 @@ MIGRATIONS: list[tuple[str, ...]] = [
         "CREATE INDEX memory_by_expiry ON memory (expires_at)",
     ),
     ("ALTER TABLE audit ADD COLUMN approval_wait_ms REAL",),
+    # 3: a run's version, compared by transition_run. A stored run was written at least once.
+    ("ALTER TABLE runs ADD COLUMN version INTEGER NOT NULL DEFAULT 1",),
 ]
 """`MIGRATIONS[n]` takes a file from schema version `n` to `n + 1`. Append only."""
 
@@ -127,6 +137,8 @@ _PURGE_EVERY = 60.0
 """Seconds between sweeps of expired cache and memory rows (reads ignore them anyway)."""
 
 _RUN_COLUMNS = tuple(f.name for f in dataclasses.fields(RunRecord))
+_SET = tuple(c for c in _RUN_COLUMNS if c not in ("id", "version"))
+"""The run columns a write sets from the record; the store sets `version` itself."""
 _APPROVAL_COLUMNS = tuple(f.name for f in dataclasses.fields(ApprovalRecord))
 _AUDIT_COLUMNS = tuple(f.name for f in dataclasses.fields(AuditRecord) if f.name != "id")
 
@@ -144,6 +156,8 @@ class SqliteStore:
         self.path = Path(path).expanduser().absolute()
         self.url = f"sqlite:///{self.path}"
         self._conn: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+        """Held by every statement and by a transaction from BEGIN to COMMIT."""
         self._next_purge = 0.0
 
     async def open(self) -> None:
@@ -181,6 +195,7 @@ class SqliteStore:
                 await conn.close()
             raise
         self._conn = conn
+        self._lock = asyncio.Lock()  # a reopened store may be on another event loop
         self._next_purge = 0.0
         await self._purge(time.time())
 
@@ -261,29 +276,94 @@ class SqliteStore:
         return StoreError(message)
 
     async def _fetch(self, sql: str, params: Iterable[Any]) -> list[sqlite3.Row]:
-        try:
-            return list(await self._connection().execute_fetchall(sql, params))
-        except sqlite3.DatabaseError as e:
-            raise self._failure(e) from e
+        conn = self._connection()
+        async with self._lock:
+            try:
+                return list(await conn.execute_fetchall(sql, params))
+            except sqlite3.DatabaseError as e:
+                raise self._failure(e) from e
 
     async def _write(self, sql: str, params: Iterable[Any]) -> int:
         """Run one statement (committed on return); the number of rows it changed."""
-        try:
-            cursor = await self._connection().execute(sql, params)
-        except sqlite3.IntegrityError:
-            raise
-        except sqlite3.DatabaseError as e:
-            raise self._failure(e) from e
-        return cursor.rowcount
+        conn = self._connection()
+        async with self._lock:
+            try:
+                cursor = await conn.execute(sql, params)
+            except sqlite3.IntegrityError:
+                raise
+            except sqlite3.DatabaseError as e:
+                raise self._failure(e) from e
+            return cursor.rowcount
+
+    async def _atomic(self, body: Callable[[aiosqlite.Connection], Awaitable[bool]]) -> bool:
+        """Run `body` in one `BEGIN IMMEDIATE … COMMIT`; it commits when `body` returns
+        True and rolls back when it returns False or raises (`IntegrityError` is raised
+        as is, for the caller to name the conflict).
+
+        The transaction runs in a task of its own, shielded: a caller cancelled between
+        two of its statements must not leave it open (holding the file's write lock and
+        catching the next coroutine's statements), so it always ends in COMMIT or ROLLBACK.
+        """
+        conn = self._connection()
+        task = asyncio.ensure_future(self._transaction(conn, body))
+        task.add_done_callback(_retrieve)
+        return await asyncio.shield(task)
+
+    async def _transaction(
+        self,
+        conn: aiosqlite.Connection,
+        body: Callable[[aiosqlite.Connection], Awaitable[bool]],
+    ) -> bool:
+        async with self._lock:
+            try:
+                await conn.execute("BEGIN IMMEDIATE")
+                try:
+                    commit = await body(conn)
+                    await conn.execute("COMMIT" if commit else "ROLLBACK")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.DatabaseError):  # keep the first error
+                        await conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.IntegrityError:
+                raise
+            except sqlite3.DatabaseError as e:
+                raise self._failure(e) from e
+            return commit
 
     # --- runs -------------------------------------------------------------------------
 
-    async def put_run(self, run: RunRecord) -> None:
-        await self._write(
-            f"INSERT OR REPLACE INTO runs ({', '.join(_RUN_COLUMNS)}) "
-            f"VALUES ({_marks(len(_RUN_COLUMNS))})",
-            _run_row(run),
+    async def put_run(self, run: RunRecord, *, approvals: Sequence[ApprovalRecord] = ()) -> None:
+        # An upsert, not INSERT OR REPLACE: the version is one more than the stored one.
+        sql = (
+            f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({_marks(len(_RUN_COLUMNS))}) "
+            f"ON CONFLICT (id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _SET)}, "
+            "version = runs.version + 1"
         )
+        row = [
+            1 if c == "version" else value
+            for c, value in zip(_RUN_COLUMNS, _run_row(run), strict=True)
+        ]
+        if not approvals:
+            await self._write(sql, row)
+            return
+
+        async def body(conn: aiosqlite.Connection) -> bool:
+            await conn.execute(sql, row)
+            await _insert_approvals(conn, approvals)
+            return True
+
+        await self._conflicts(approvals, body)
+
+    async def _conflicts(
+        self,
+        approvals: Sequence[ApprovalRecord],
+        body: Callable[[aiosqlite.Connection], Awaitable[bool]],
+    ) -> bool:
+        """`_atomic(body)`, a duplicate id among `approvals` raised as `StoreConflict`."""
+        try:
+            return await self._atomic(body)
+        except sqlite3.IntegrityError:
+            raise _conflict(approvals) from None
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         rows = await self._fetch(
@@ -292,15 +372,58 @@ class SqliteStore:
         return _run(rows[0]) if rows else None
 
     async def transition_run(
-        self, run_id: str, *, expect: Sequence[RunStatus], run: RunRecord
+        self,
+        run_id: str,
+        *,
+        expect: Sequence[RunStatus],
+        run: RunRecord,
+        version: int | None = None,
+        holder: str | None = None,
+        approvals: Sequence[tuple[ApprovalRecord, Sequence[ApprovalStatus]]] = (),
+        new_approvals: Sequence[ApprovalRecord] = (),
     ) -> bool:
-        if not expect:
+        if not expect or any(not wanted for _, wanted in approvals):
             return False
-        columns = _RUN_COLUMNS[1:]
+        values = dict(zip(_RUN_COLUMNS, _run_row(run), strict=True))
+        where = ["id = ?", f"status IN ({_marks(len(expect))})"]
+        params: list[Any] = [run_id, *expect]
+        if version is not None:
+            where.append("version = ?")
+            params.append(version)
+        if holder is not None:
+            where.append("holder = ?")
+            params.append(holder)
+        update = (
+            f"UPDATE runs SET {', '.join(f'{c} = ?' for c in _SET)}, version = version + 1 "
+            f"WHERE {' AND '.join(where)}"
+        )
+        update_params = [*(values[c] for c in _SET), *params]
+        if not approvals and not new_approvals:
+            return await self._write(update, update_params) == 1
+
+        async def body(conn: aiosqlite.Connection) -> bool:
+            if (await conn.execute(update, update_params)).rowcount != 1:
+                return False
+            # Every approval is compared before any is written, as the memory store does.
+            if approvals:
+                ids = [a.id for a, _ in approvals]
+                rows = await conn.execute_fetchall(
+                    f"SELECT id, status FROM approvals WHERE id IN ({_marks(len(ids))})", ids
+                )
+                stored = {str(r[0]): str(r[1]) for r in rows}
+                if any(stored.get(a.id) not in wanted for a, wanted in approvals):
+                    return False
+            for approval, _ in approvals:
+                await conn.execute(_DECIDE, [*_decision(approval), approval.id])
+            await _insert_approvals(conn, new_approvals)
+            return True
+
+        return await self._conflicts(new_approvals, body)
+
+    async def renew_lease(self, run_id: str, *, holder: str, lease_until: float) -> bool:
         changed = await self._write(
-            f"UPDATE runs SET {', '.join(f'{c} = ?' for c in columns)} "
-            f"WHERE id = ? AND status IN ({_marks(len(expect))})",
-            [*_run_row(run)[1:], run_id, *expect],
+            "UPDATE runs SET lease_until = ? WHERE id = ? AND status = 'running' AND holder = ?",
+            [lease_until, run_id, holder],
         )
         return changed == 1
 
@@ -321,17 +444,10 @@ class SqliteStore:
         if not approvals:
             return
         # One multi-row INSERT: all or none, without a transaction spanning awaits.
-        row = f"({_marks(len(_APPROVAL_COLUMNS))})"
-        params = [getattr(a, c) for a in approvals for c in _APPROVAL_COLUMNS]
         try:
-            await self._write(
-                f"INSERT INTO approvals ({', '.join(_APPROVAL_COLUMNS)}) "
-                f"VALUES {', '.join([row] * len(approvals))}",
-                params,
-            )
+            await self._write(*_approvals_insert(approvals))
         except sqlite3.IntegrityError:
-            ids = ", ".join(repr(a.id) for a in approvals)
-            raise StoreConflict(f"an approval with one of the ids {ids} exists already") from None
+            raise _conflict(approvals) from None
 
     async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
         rows = await self._fetch(
@@ -374,9 +490,8 @@ class SqliteStore:
         if not expect:
             return False
         changed = await self._write(
-            f"UPDATE approvals SET {', '.join(f'{c} = ?' for c in APPROVAL_DECISION_FIELDS)} "
-            f"WHERE id = ? AND status IN ({_marks(len(expect))})",
-            [*(getattr(approval, c) for c in APPROVAL_DECISION_FIELDS), approval.id, *expect],
+            f"{_DECIDE} AND status IN ({_marks(len(expect))})",
+            [*_decision(approval), approval.id, *expect],
         )
         return changed == 1
 
@@ -385,14 +500,16 @@ class SqliteStore:
     async def append_audit(self, record: AuditRecord) -> int:
         values = [getattr(record, c) for c in _AUDIT_COLUMNS]
         values[_AUDIT_COLUMNS.index("arguments")] = _dumps(record.arguments)
-        try:
-            row = await self._connection().execute_insert(
-                f"INSERT INTO audit ({', '.join(_AUDIT_COLUMNS)}) "
-                f"VALUES ({_marks(len(_AUDIT_COLUMNS))})",
-                values,
-            )
-        except sqlite3.DatabaseError as e:
-            raise self._failure(e) from e
+        conn = self._connection()
+        async with self._lock:
+            try:
+                row = await conn.execute_insert(
+                    f"INSERT INTO audit ({', '.join(_AUDIT_COLUMNS)}) "
+                    f"VALUES ({_marks(len(_AUDIT_COLUMNS))})",
+                    values,
+                )
+            except sqlite3.DatabaseError as e:
+                raise self._failure(e) from e
         assert row is not None  # execute_insert reads last_insert_rowid()
         return int(row[0])
 
@@ -481,6 +598,42 @@ async def _use_wal(conn: aiosqlite.Connection) -> None:
             if "locked" not in str(e) or time.monotonic() >= deadline:
                 raise
             await asyncio.sleep(0.02)
+
+
+_DECIDE = (
+    f"UPDATE approvals SET {', '.join(f'{c} = ?' for c in APPROVAL_DECISION_FIELDS)} WHERE id = ?"
+)
+
+
+def _decision(approval: ApprovalRecord) -> list[Any]:
+    return [getattr(approval, c) for c in APPROVAL_DECISION_FIELDS]
+
+
+def _approvals_insert(approvals: Sequence[ApprovalRecord]) -> tuple[str, list[Any]]:
+    row = f"({_marks(len(_APPROVAL_COLUMNS))})"
+    sql = (
+        f"INSERT INTO approvals ({', '.join(_APPROVAL_COLUMNS)}) "
+        f"VALUES {', '.join([row] * len(approvals))}"
+    )
+    return sql, [getattr(a, c) for a in approvals for c in _APPROVAL_COLUMNS]
+
+
+async def _insert_approvals(
+    conn: aiosqlite.Connection, approvals: Sequence[ApprovalRecord]
+) -> None:
+    if approvals:
+        await conn.execute(*_approvals_insert(approvals))
+
+
+def _conflict(approvals: Sequence[ApprovalRecord]) -> StoreConflict:
+    ids = ", ".join(repr(a.id) for a in approvals)
+    return StoreConflict(f"an approval with one of the ids {ids} exists already")
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a shielded transaction's error as seen when its caller was cancelled."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _marks(n: int) -> str:
