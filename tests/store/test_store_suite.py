@@ -13,9 +13,8 @@ from toolwire.store import AuditQuery, Store, StoreConflict
 
 def test_durable_and_url(backend: Backend, store: Store) -> None:
     assert store.durable is (backend.name != "memory")
-    assert store.url.split(":", 1)[0] == {"memory": "memory", "sqlite": "sqlite"}.get(
-        backend.name, "redis"
-    )
+    schemes = {"memory": "memory", "sqlite": "sqlite", "postgres": "postgresql"}
+    assert store.url.split(":", 1)[0] == schemes.get(backend.name, "redis")
 
 
 async def test_ping(store: Store) -> None:
@@ -28,12 +27,12 @@ async def test_ping(store: Store) -> None:
 async def test_run_round_trip_and_replace(store: Store) -> None:
     run = run_record(state={"messages": [{"role": "user", "content": "héllo ✓"}], "x": 1.25})
     await store.put_run(run)
-    assert await store.get_run(run.id) == run
+    assert await store.get_run(run.id) == replace(run, version=1)
     assert await store.get_run("missing") is None
 
     changed = replace(run, status="completed", state={"done": True}, owner=None, holder=None)
     await store.put_run(changed)
-    assert await store.get_run(run.id) == changed
+    assert await store.get_run(run.id) == replace(changed, version=2)
 
 
 async def test_records_come_back_as_copies(store: Store) -> None:
@@ -54,12 +53,12 @@ async def test_transition_run_is_a_compare_and_set(store: Store) -> None:
     claimed = replace(run, status="running", holder="other:1:x", updated_at=NOW + 500)
 
     assert await store.transition_run(run.id, expect=["completed", "error"], run=claimed) is False
-    assert await store.get_run(run.id) == run
+    assert await store.get_run(run.id) == replace(run, version=1)
     assert await store.transition_run(run.id, expect=[], run=claimed) is False
     assert await store.transition_run("missing", expect=["running"], run=claimed) is False
 
     assert await store.transition_run(run.id, expect=["awaiting_approval"], run=claimed) is True
-    assert await store.get_run(run.id) == claimed
+    assert await store.get_run(run.id) == replace(claimed, version=2)
     assert await store.transition_run(run.id, expect=["awaiting_approval"], run=claimed) is False
 
 
@@ -72,7 +71,7 @@ async def test_concurrent_claims_of_a_run_have_one_winner(store: Store) -> None:
     )
     assert won.count(True) == 1
     stored = await store.get_run(run.id)
-    assert stored == claims[won.index(True)]
+    assert stored == replace(claims[won.index(True)], version=2)
 
 
 async def test_list_runs_newest_first_with_filters(store: Store) -> None:
@@ -82,6 +81,7 @@ async def test_list_runs_newest_first_with_filters(store: Store) -> None:
     d = run_record(status="completed", owner=None, created_at=NOW + 4)
     for run in (b, d, a, c):
         await store.put_run(run)
+        run.version = 1
 
     assert await store.list_runs() == [d, c, b, a]
     assert await store.list_runs(limit=2) == [d, c]
@@ -95,12 +95,12 @@ async def test_list_runs_newest_first_with_filters(store: Store) -> None:
 async def test_list_runs_follows_status_and_owner_changes(store: Store) -> None:
     run = run_record(status="awaiting_approval", owner="alice")
     await store.put_run(run)
-    done = replace(run, status="completed")
+    done = replace(run, status="completed", version=2)
     assert await store.transition_run(run.id, expect=["awaiting_approval"], run=done)
     assert await store.list_runs(status="awaiting_approval") == []
     assert await store.list_runs(status="completed") == [done]
 
-    moved = replace(done, owner="bob")
+    moved = replace(done, owner="bob", version=3)
     await store.put_run(moved)
     assert await store.list_runs(owner="alice") == []
     assert await store.list_runs(owner="bob") == [moved]
@@ -215,7 +215,7 @@ async def test_two_stores_see_each_others_writes(backend: Backend) -> None:
     record_id = await first.append_audit(audit_record())
     await first.set("k", b"v", 30)
     await first.remember("m", {"v": 1}, 30)
-    assert await second.get_run(run.id) == run
+    assert await second.get_run(run.id) == replace(run, version=1)
     assert await second.get_approval(approval.id) == approval
     assert [r.id for r in await second.list_audit(AuditQuery())] == [record_id]
     assert await second.get("k") == b"v"
