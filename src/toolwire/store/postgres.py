@@ -226,9 +226,14 @@ class PostgresStore:
             raise StoreError(f"invalid PostgreSQL URL {self.url}: {_line(e)}") from None
         params.setdefault("connect_timeout", max(1, round(connect_timeout)))
         params.setdefault("application_name", "toolwire")
-        # Appended to any `options` of the URL, so ours win: the schema, and durability
-        # even on a server whose default is `synchronous_commit = off`.
-        extra = f"-c search_path={self.schema} -c synchronous_commit=on"
+        # Appended to any `options` of the URL, so ours win: the schema; durability even
+        # on a server whose default is `synchronous_commit = off`; and a frozen process
+        # (stopped, swapping) cannot hold a run's row lock between two statements of a
+        # transaction for longer than 30 s, so other replicas are never stuck behind it.
+        extra = (
+            f"-c search_path={self.schema} -c synchronous_commit=on "
+            "-c idle_in_transaction_session_timeout=30000"
+        )
         params["options"] = f"{params.get('options') or ''} {extra}".strip()
         self._conninfo = make_conninfo("", **params)
         self._timeout = timeout
