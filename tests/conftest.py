@@ -71,6 +71,46 @@ def _redis_problem(url: str) -> str | None:
     return None
 
 
+_postgres_skips: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """A PostgreSQL database tests may write to, each test in a schema of its own.
+
+    `$TOOLWIRE_TEST_POSTGRES`, default `postgresql://postgres@127.0.0.1:5432/test`. When
+    nothing answers there the tests using it are skipped (the reason is printed at the
+    end), except with `CI=true`, where a missing PostgreSQL fails them.
+    """
+    from toolwire.store.base import redact_url
+
+    url = os.environ.get("TOOLWIRE_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+    problem = _postgres_problem(url)
+    if problem is None:
+        return url
+    reason = (
+        f"no PostgreSQL at {redact_url(url)} ({problem}); start one or set TOOLWIRE_TEST_POSTGRES"
+    )
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true requires PostgreSQL)", pytrace=False)
+    _postgres_skips.append(reason)
+    pytest.skip(reason)
+
+
+def _postgres_problem(url: str) -> str | None:
+    try:
+        import psycopg
+    except ModuleNotFoundError:
+        return "psycopg is not installed: pip install -e '.[dev]'"
+    try:
+        psycopg.connect(url, connect_timeout=2).close()
+    except psycopg.Error as e:
+        return " ".join(str(e).split()) or type(e).__name__
+    return None
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _redis_skips:
         terminalreporter.write_line(f"Redis tests skipped: {_redis_skips[0]}", yellow=True)
+    if _postgres_skips:
+        terminalreporter.write_line(f"PostgreSQL tests skipped: {_postgres_skips[0]}", yellow=True)

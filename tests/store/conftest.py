@@ -1,5 +1,6 @@
-"""One store suite, every backend: the `backend` fixture runs each test on memory, SQLite
-and Redis (skipped when no Redis answers, see `redis_url` in tests/conftest.py)."""
+"""One store suite, every backend: the `backend` fixture runs each test on memory, SQLite,
+Redis and PostgreSQL (each skipped when no server answers, see `redis_url` and
+`postgres_url` in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,23 +9,28 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from store_support import Backend
+from store_support import Backend, drop_schema, with_schema
 
 from toolwire.store import MemoryStore, SqliteStore, Store
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "postgres"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     name: str = request.param
     prefix = f"toolwire-test:{uuid.uuid4().hex}:"
+    schema = f"toolwire_test_{uuid.uuid4().hex[:12]}"
     memory = MemoryStore()
-    url: str = request.getfixturevalue("redis_url") if name == "redis" else ""
+    url: str = request.getfixturevalue(f"{name}_url") if name in ("redis", "postgres") else ""
 
     def make() -> Store:
         if name == "memory":
             return memory  # one process: "another store" is the same one
         if name == "sqlite":
             return SqliteStore(tmp_path / "state.db")
+        if name == "postgres":
+            from toolwire.store.postgres import PostgresStore
+
+            return PostgresStore(with_schema(url, schema))
         from toolwire.store.redis import RedisStore
 
         return RedisStore(url, prefix=prefix)
@@ -42,6 +48,8 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         await store.aclose()
     if name == "redis":
         await _delete_keys(url, prefix)
+    if name == "postgres":
+        await drop_schema(url, schema)
 
 
 @pytest.fixture

@@ -27,9 +27,22 @@ class Backend:
     """What the `backend` fixture (tests/store/conftest.py) gives a test."""
 
     name: str
-    """`memory`, `sqlite` or `redis`."""
+    """`memory`, `sqlite`, `redis` or `postgres`."""
     open: Callable[[], Awaitable[Store]]
     """Open one more store on the same data, as another process would."""
+
+
+def with_schema(url: str, schema: str) -> str:
+    """A PostgreSQL store URL whose tables live in `schema`."""
+    return f"{url}{'&' if '?' in url else '?'}schema={schema}"
+
+
+async def drop_schema(url: str, schema: str) -> None:
+    """Drop a test's PostgreSQL schema and everything in it."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def run_record(**fields: Any) -> RunRecord:

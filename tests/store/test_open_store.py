@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from toolwire.store import MemoryStore, SqliteStore, StoreError, default_store_url, open_store
+from toolwire.store.postgres import PostgresStore
 from toolwire.store.redis import RedisStore
 
 
@@ -52,7 +53,52 @@ def test_redis(url: str, shown: str, prefix: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["postgres://user:pw@db/toolwire", "state.json", "sqlite://state.db", "sqlite:///"]
+    ("url", "shown", "schema", "pool_size"),
+    [
+        ("postgresql://db/toolwire", "postgresql://db/toolwire", "toolwire", 10),
+        ("postgres://u:pw@db:5433/app", "postgres://u@db:5433/app", "toolwire", 10),
+        (
+            "postgresql://u@db/app?schema=tw_a&pool_size=3&sslmode=require&password=pw",
+            "postgresql://u@db/app?schema=tw_a&pool_size=3&sslmode=require",
+            "tw_a",
+            3,
+        ),
+    ],
+)
+def test_postgres(url: str, shown: str, schema: str, pool_size: int) -> None:
+    store = open_store(url)
+    assert isinstance(store, PostgresStore)
+    assert store.url == shown
+    assert store.schema == schema
+    assert store.pool_size == pool_size
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("postgresql://u:pw@db/app?schema=Robert');DROP", "invalid schema"),
+        ("postgresql://u:pw@db/app?pool_size=0", "invalid pool_size"),
+        ("postgresql://u:pw@db/app?pool_size=many", "invalid pool_size"),
+        ("postgresql://u:pw@db/app?bogus=1", "invalid PostgreSQL URL"),
+    ],
+)
+def test_bad_postgres_urls_say_what_is_wrong(url: str, problem: str) -> None:
+    with pytest.raises(StoreError, match=problem) as caught:
+        open_store(url)
+    assert "pw" not in str(caught.value)
+
+
+def test_postgres_without_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "toolwire.store.postgres")
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(StoreError, match=r"pip install 'toolwire\[postgres\]'") as caught:
+        open_store("postgresql://u:pw@localhost/app")
+    assert ":pw@" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql+psycopg://u:pw@db/toolwire", "state.json", "sqlite://state.db", "sqlite:///"],
 )
 def test_unknown_urls_list_what_is_accepted(url: str) -> None:
     with pytest.raises(StoreError) as caught:

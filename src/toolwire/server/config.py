@@ -531,8 +531,9 @@ class GatewayConfig(_Section):
     store: str | None = None
     """Where runs, approvals, the audit log, the tool cache and the gateway's memory of
     its own steps live: `sqlite:///path/state.db` (default: see
-    `toolwire.store.default_store_url`), `redis://host:6379/0` (replicas share it), or
-    `memory` (tests and demos only: nothing survives a restart)."""
+    `toolwire.store.default_store_url`), `postgresql://user@host/db` or
+    `redis://host:6379/0` (replicas share it), or `memory` (tests and demos only: nothing
+    survives a restart)."""
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
     memory_ttl: float = Field(default=86400.0, gt=0)
     """Seconds the gateway remembers the server-tool steps of a run that handed client

@@ -1,8 +1,8 @@
 """Where runs, approvals, the audit log, the result cache and memory live.
 
 ```python
-store = open_store(default_store_url())   # or "memory", "sqlite:///state.db", "redis://…"
-await store.open()
+store = open_store(default_store_url())   # or "memory", "sqlite:///state.db",
+await store.open()                         # "redis://…", "postgresql://…"
 ```
 
 The default is a SQLite file in the user's state directory,
@@ -41,6 +41,7 @@ from toolwire.store.memory import MemoryStore
 from toolwire.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    from toolwire.store.postgres import PostgresStore
     from toolwire.store.redis import RedisStore
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "AuditQuery",
     "AuditRecord",
     "MemoryStore",
+    "PostgresStore",
     "RedisStore",
     "RunRecord",
     "RunStatus",
@@ -68,8 +70,8 @@ __all__ = [
 
 _ACCEPTED = (
     "memory, sqlite:///relative/path.db, sqlite:////absolute/path.db, a path ending in "
-    ".db/.sqlite/.sqlite3, redis://[:password@]host:port/db, rediss://… or "
-    "unix:///path/to/redis.sock"
+    ".db/.sqlite/.sqlite3, postgresql://user@host:port/database?schema=toolwire, "
+    "redis://[:password@]host:port/db, rediss://… or unix:///path/to/redis.sock"
 )
 
 
@@ -91,10 +93,13 @@ def open_store(url: str) -> Store:
 
     Accepts `memory`; `sqlite:///relative.db` or `sqlite:////absolute.db` (or a bare path
     ending in `.db`, `.sqlite` or `.sqlite3`); `redis://`, `rediss://` and `unix://` URLs,
-    where a `prefix=` query parameter sets the key prefix (default `toolwire:`).
+    where a `prefix=` query parameter sets the key prefix (default `toolwire:`);
+    `postgresql://` and `postgres://` URLs, where `schema=` names the schema (default
+    `toolwire`) and `pool_size=` the connections per process (default 10).
 
     Raises:
-        StoreError: An unknown scheme, or a Redis URL without redis-py installed.
+        StoreError: An unknown scheme or a malformed URL, or a Redis or PostgreSQL URL
+            without its driver installed.
     """
     text = url.strip()
     scheme = text.partition("://")[0].lower() if "://" in text else ""
@@ -107,6 +112,8 @@ def open_store(url: str) -> Store:
         return SqliteStore(path)
     if scheme in ("redis", "rediss", "unix"):
         return _redis_store(text)
+    if scheme in ("postgresql", "postgres"):
+        return _postgres_store(text)
     if not scheme and text.lower().endswith((".db", ".sqlite", ".sqlite3")):
         return SqliteStore(text)
     raise StoreError(f"unknown store {redact_url(text)!r}: use {_ACCEPTED}")
@@ -131,10 +138,27 @@ def _redis_store(url: str) -> Store:
     return RedisStore(f"{base}?{rest}" if rest else base, prefix=prefixes[-1])
 
 
+def _postgres_store(url: str) -> Store:
+    try:
+        from toolwire.store.postgres import PostgresStore
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] not in ("psycopg", "psycopg_pool"):
+            raise
+        raise StoreError(
+            f"the store {redact_url(url)} needs psycopg 3: pip install 'toolwire[postgres]'"
+        ) from None
+    return PostgresStore(url)
+
+
 def __getattr__(name: str) -> Any:
-    # `RedisStore` is imported on first use: redis-py is an extra (`toolwire[redis]`).
+    # `RedisStore` and `PostgresStore` are imported on first use: their drivers are extras
+    # (`toolwire[redis]`, `toolwire[postgres]`).
     if name == "RedisStore":
         from toolwire.store.redis import RedisStore
 
         return RedisStore
+    if name == "PostgresStore":
+        from toolwire.store.postgres import PostgresStore
+
+        return PostgresStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,511 @@
+"""What is specific to the PostgreSQL store: replicas racing truly at once, migrations,
+the audit log's commit order and its trigger, killed connections, connection errors.
+
+The contract of the lead's new store methods (`put_run(approvals=)`, `transition_run`'s
+fences and approvals, `renew_lease`) is checked here against the memory store (the
+reference) and PostgreSQL; it belongs in test_store_suite.py once SQLite and Redis have
+them. `prune` has no reference implementation yet and is checked on PostgreSQL alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+import psycopg
+import pytest
+from store_support import (
+    NOW,
+    approval_record,
+    audit_record,
+    drop_schema,
+    run_record,
+    with_schema,
+)
+
+from toolwire.store import (
+    ApprovalRecord,
+    AuditQuery,
+    Store,
+    StoreConflict,
+    StoreError,
+    StoreUnavailable,
+)
+from toolwire.store.postgres import MIGRATIONS, PostgresStore
+
+Opener = Callable[..., Awaitable[PostgresStore]]
+
+
+@pytest.fixture
+async def schema(postgres_url: str) -> AsyncIterator[str]:
+    """A fresh schema name, dropped after the test."""
+    name = f"toolwire_test_{uuid.uuid4().hex[:12]}"
+    yield name
+    await drop_schema(postgres_url, name)
+
+
+@pytest.fixture
+async def open_pg(postgres_url: str, schema: str) -> AsyncIterator[Opener]:
+    """Open one more store on the test's schema, as another replica would (its own pool)."""
+    opened: list[PostgresStore] = []
+
+    async def open_one(**params: str) -> PostgresStore:
+        url = with_schema(postgres_url, schema)
+        for key, value in params.items():
+            url += f"&{key}={value}"
+        store = PostgresStore(url)
+        await store.open()
+        opened.append(store)
+        return store
+
+    yield open_one
+    for store in opened:
+        await store.aclose()
+
+
+async def _sql(url: str, schema: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Run raw SQL in `schema` on a connection of its own (not the store's)."""
+    async with await psycopg.AsyncConnection.connect(
+        url, autocommit=True, options=f"-c search_path={schema}"
+    ) as conn:
+        cursor = await conn.execute(sql, params)  # type: ignore[arg-type]
+        return await cursor.fetchall() if cursor.description else []
+
+
+def _approved(**fields: Any) -> ApprovalRecord:
+    return approval_record(status="approved", decided_by="ops", decided_at=NOW, **fields)
+
+
+def _used(approval: ApprovalRecord, by: str) -> ApprovalRecord:
+    return replace(approval, status="used", used_at=NOW + 1, decision_reason=by)
+
+
+# --- the new store methods: memory (the reference) and PostgreSQL ---------------------
+
+both = pytest.mark.parametrize("backend", ["memory", "postgres"], indirect=True)
+
+
+@both
+async def test_put_run_with_approvals_is_all_or_nothing(store: Store) -> None:
+    run = run_record(status="awaiting_approval")
+    first, second = approval_record(run_id=run.id), approval_record(run_id=run.id)
+    await store.put_run(run, approvals=[first, second])
+    assert await store.get_run(run.id) == replace(run, version=1)
+    assert await store.list_approvals(run_id=run.id, now=NOW) == [second, first]
+
+    other = run_record()
+    fresh = approval_record(run_id=other.id)
+    with pytest.raises(StoreConflict):
+        await store.put_run(other, approvals=[fresh, replace(first, reason="again")])
+    assert await store.get_run(other.id) is None
+    assert await store.get_approval(fresh.id) is None
+    assert await store.get_approval(first.id) == first
+
+
+@both
+async def test_transition_run_fences_on_version_and_holder(store: Store) -> None:
+    run = run_record(status="running", holder="h:1")
+    await store.put_run(run)
+    update = replace(run, state={"step": 2})
+    assert not await store.transition_run(run.id, expect=["running"], run=update, version=2)
+    assert not await store.transition_run(run.id, expect=["running"], run=update, holder="h:2")
+    assert await store.get_run(run.id) == replace(run, version=1)
+    assert await store.transition_run(
+        run.id, expect=["running"], run=update, version=1, holder="h:1"
+    )
+    assert await store.get_run(run.id) == replace(update, version=2)
+    # The same stale version again loses: a state read earlier is never written back.
+    assert not await store.transition_run(run.id, expect=["running"], run=update, version=1)
+
+
+@both
+async def test_transition_run_uses_approvals_all_or_nothing(store: Store) -> None:
+    run = run_record(status="awaiting_approval")
+    a, b = _approved(run_id=run.id), approval_record(run_id=run.id)  # b still pending
+    await store.put_run(run, approvals=[a, b])
+    claim = replace(run, status="running", holder="h:claim")
+    use = [(_used(a, "x"), ["approved"]), (_used(b, "x"), ["approved"])]
+
+    # b is not approved: a refused resume changes nothing, a stays approved.
+    assert not await store.transition_run(
+        run.id, expect=["awaiting_approval"], run=claim, approvals=use
+    )
+    assert await store.get_run(run.id) == replace(run, version=1)
+    assert await store.get_approval(a.id) == a
+    assert await store.get_approval(b.id) == b
+
+    b_approved = replace(b, status="approved", decided_by="ops")
+    assert await store.update_approval(b_approved, expect=["pending"])
+    assert await store.transition_run(
+        run.id, expect=["awaiting_approval"], run=claim, approvals=use
+    )
+    assert await store.get_run(run.id) == replace(claim, version=2)
+    assert await store.get_approval(a.id) == _used(a, "x")
+    assert await store.get_approval(b.id) == _used(b, "x")  # its decision fields, as given
+
+
+@both
+async def test_transition_run_pauses_with_new_approvals_in_one_step(store: Store) -> None:
+    run = run_record(status="running", holder="h:1")
+    taken = approval_record()
+    await store.put_run(run)
+    await store.add_approvals([taken])
+    paused = replace(run, status="awaiting_approval", holder=None, lease_until=None)
+    fresh = approval_record(run_id=run.id)
+
+    with pytest.raises(StoreConflict):
+        await store.transition_run(
+            run.id, expect=["running"], run=paused, holder="h:1", new_approvals=[fresh, taken]
+        )
+    assert await store.get_run(run.id) == replace(run, version=1)
+    assert await store.get_approval(fresh.id) is None
+
+    assert await store.transition_run(
+        run.id, expect=["running"], run=paused, holder="h:1", new_approvals=[fresh]
+    )
+    assert await store.get_run(run.id) == replace(paused, version=2)
+    assert await store.get_approval(fresh.id) == fresh
+    # A failed comparison wins over a conflicting new approval: False, nothing written.
+    assert not await store.transition_run(
+        run.id, expect=["running"], run=paused, new_approvals=[fresh]
+    )
+
+
+@both
+async def test_renew_lease_only_by_the_holding_claim(store: Store) -> None:
+    run = run_record(status="running", holder="h:1", lease_until=NOW + 30)
+    await store.put_run(run)
+    assert await store.renew_lease(run.id, holder="h:1", lease_until=NOW + 60)
+    assert await store.get_run(run.id) == replace(run, lease_until=NOW + 60, version=1)
+    assert not await store.renew_lease(run.id, holder="h:2", lease_until=NOW + 90)
+    assert not await store.renew_lease("missing", holder="h:1", lease_until=NOW + 90)
+    done = replace(run, status="completed")
+    assert await store.transition_run(run.id, expect=["running"], run=done, holder="h:1")
+    assert not await store.renew_lease(run.id, holder="h:1", lease_until=NOW + 90)
+    assert await store.get_run(run.id) == replace(done, version=2)
+
+
+# --- replicas racing truly at once ----------------------------------------------------
+
+
+async def test_two_replicas_racing_resumes_have_one_winner(open_pg: Opener) -> None:
+    first, second = await open_pg(pool_size="8"), await open_pg(pool_size="8")
+    for round_ in range(25):
+        run = run_record(status="awaiting_approval")
+        a, b = _approved(run_id=run.id), _approved(run_id=run.id)
+        await first.put_run(run, approvals=[a, b])
+        claims = [replace(run, status="running", holder=f"h:{round_}:{i}") for i in range(8)]
+        # Half of the contenders take the run with both approvals, in either order (locks
+        # taken in id order never deadlock); a ninth expires b from the other replica.
+        resumes = [
+            (first if i % 2 else second).transition_run(
+                run.id,
+                expect=["awaiting_approval"],
+                run=claim,
+                approvals=[(_used(x, claim.holder or ""), ["approved"]) for x in (a, b)][
+                    :: 1 if i % 4 < 2 else -1
+                ],
+            )
+            for i, claim in enumerate(claims)
+        ]
+        expire = first.update_approval(replace(b, status="expired"), expect=["approved"])
+        *won, expired = await asyncio.gather(*resumes, expire)
+        assert won.count(True) + expired == 1, (round_, won, expired)
+        stored_run, stored_a, stored_b = (
+            await second.get_run(run.id),
+            await second.get_approval(a.id),
+            await second.get_approval(b.id),
+        )
+        assert stored_run is not None
+        assert stored_a is not None
+        assert stored_b is not None
+        if expired:  # nothing of any resume was written
+            assert stored_run == replace(run, version=1)
+            assert (stored_a.status, stored_b.status) == ("approved", "expired")
+        else:
+            winner = claims[won.index(True)]
+            assert stored_run == replace(winner, version=2)
+            assert stored_a == _used(a, winner.holder or "")
+            assert stored_b == _used(b, winner.holder or "")
+
+
+async def test_two_replicas_racing_decisions_have_one_winner(open_pg: Opener) -> None:
+    first, second = await open_pg(pool_size="8"), await open_pg(pool_size="8")
+    for round_ in range(25):
+        approval = approval_record()
+        await first.add_approvals([approval])
+        decisions = [
+            replace(approval, status="approved" if i % 2 else "denied", decided_by=f"k{i}")
+            for i in range(16)
+        ]
+        won = await asyncio.gather(
+            *(
+                (first if i % 2 else second).update_approval(d, expect=["pending"])
+                for i, d in enumerate(decisions)
+            )
+        )
+        assert won.count(True) == 1, round_
+        assert await first.get_approval(approval.id) == decisions[won.index(True)]
+
+
+async def test_lease_renewal_never_outlives_a_lost_claim(open_pg: Opener) -> None:
+    first, second = await open_pg(), await open_pg()
+    run = run_record(status="running", holder="h:old", lease_until=NOW + 30)
+    await first.put_run(run)
+    taken = replace(run, holder="h:new", lease_until=NOW + 100)
+    renew, claim = await asyncio.gather(
+        first.renew_lease(run.id, holder="h:old", lease_until=NOW + 60),
+        second.transition_run(run.id, expect=["running"], run=taken, holder="h:old"),
+    )
+    assert claim
+    stored = await first.get_run(run.id)
+    assert stored is not None
+    # Whichever came first, the new claim's lease stands and the old holder is out.
+    assert (stored.holder, stored.lease_until, stored.version) == ("h:new", NOW + 100, 2)
+    assert not await first.renew_lease(run.id, holder="h:old", lease_until=NOW + 200)
+    assert renew in (True, False)
+
+
+# --- migrations -----------------------------------------------------------------------
+
+
+async def test_replicas_opening_at_once_migrate_once(
+    postgres_url: str, schema: str, open_pg: Opener
+) -> None:
+    stores = await asyncio.gather(*(open_pg() for _ in range(4)))
+    rows = await _sql(postgres_url, schema, "SELECT version FROM schema_version")
+    assert rows == [(len(MIGRATIONS),)]
+    run = run_record()
+    await stores[0].put_run(run)
+    assert await stores[3].get_run(run.id) == replace(run, version=1)
+
+
+async def test_refuses_a_newer_schema_and_foreign_tables(
+    postgres_url: str, schema: str, open_pg: Opener
+) -> None:
+    await open_pg()
+    await _sql(postgres_url, schema, "UPDATE schema_version SET version = 99")
+    with pytest.raises(StoreError, match="newer toolwire"):
+        await open_pg()
+
+    other = f"{schema}_other"
+    try:
+        await _sql(postgres_url, "public", f"CREATE SCHEMA {other}")
+        await _sql(postgres_url, other, "CREATE TABLE runs (id int)")
+        with pytest.raises(StoreError, match=r"not toolwire's \(runs\)"):
+            await PostgresStore(with_schema(postgres_url, other)).open()
+        assert await _sql(postgres_url, other, "SELECT count(*) FROM runs") == [(0,)]
+    finally:
+        await drop_schema(postgres_url, other)
+
+
+# --- the audit log --------------------------------------------------------------------
+
+
+async def test_audit_ids_are_visible_in_commit_order(open_pg: Opener) -> None:
+    """A reader never sees id n before every smaller id: paging with `after_id` from any
+    snapshot skips nothing. (With ids from a sequence, appends committing out of order
+    show gaps here.)"""
+    writers = [await open_pg(pool_size="6") for _ in range(2)]
+    reader = await open_pg(pool_size="1")
+    done = asyncio.Event()
+    seen: list[int] = []
+    snapshots = 0
+
+    async def write(n: int) -> None:
+        for i in range(n):
+            await writers[i % 2].append_audit(audit_record())
+
+    async def read() -> None:
+        nonlocal snapshots
+        while True:
+            finished = done.is_set()
+            everything = await reader.list_audit(AuditQuery(limit=10_000))
+            ids = [r.id for r in everything]
+            assert ids == list(range(1, len(ids) + 1)), "a gap: a smaller id not yet visible"
+            page = await reader.list_audit(AuditQuery(after_id=seen[-1] if seen else 0))
+            seen.extend(r.id for r in page)
+            snapshots += 1
+            if finished:
+                return
+
+    reading = asyncio.create_task(read())
+    await asyncio.gather(*(write(25) for _ in range(12)))
+    done.set()
+    await reading
+    assert seen == list(range(1, 12 * 25 + 1))
+    assert snapshots > 3  # it read while the appends were going on
+
+
+async def test_append_only_is_enforced_by_the_database(
+    postgres_url: str, schema: str, open_pg: Opener
+) -> None:
+    store = await open_pg()
+    old = await store.append_audit(audit_record(time=NOW))
+    await store.append_audit(audit_record(time=NOW + 100))
+    for sql in (
+        "UPDATE audit SET outcome = 'tampered'",
+        "DELETE FROM audit",
+        "TRUNCATE audit",
+        # Even retention's setting lets through only rows older than its cut-off.
+        f"BEGIN; SET LOCAL toolwire.audit_before = '{NOW + 50}'; DELETE FROM audit; COMMIT",
+    ):
+        with pytest.raises(psycopg.Error, match="append-only"):
+            await _sql(postgres_url, schema, sql)
+    assert len(await store.list_audit(AuditQuery())) == 2
+
+    counts = await store.prune(audit_before=NOW + 50, now=NOW + 1000)
+    assert counts.audit == 1
+    assert [r.time for r in await store.list_audit(AuditQuery())] == [NOW + 100]
+    # Ids are never reused after a prune.
+    assert await store.append_audit(audit_record()) > old + 1
+
+
+async def test_prune_keeps_what_can_still_change(open_pg: Opener) -> None:
+    store = await open_pg()
+    now = NOW + 10_000
+    old = {"created_at": NOW, "updated_at": NOW}
+    done = run_record(status="completed", **old)
+    running = run_record(status="running", **old)
+    waiting = run_record(status="awaiting_approval", **old)
+    stale = run_record(status="awaiting_approval", **old)
+    recent = run_record(status="error", created_at=now, updated_at=now)
+    expired = {"created_at": NOW, "expires_at": NOW + 60}
+    live = {"created_at": NOW, "expires_at": now + 60}
+    await store.put_run(done, approvals=[approval_record(run_id=done.id, status="used", **live)])
+    await store.put_run(running, approvals=[_approved(run_id=running.id, **expired)])
+    await store.put_run(waiting, approvals=[approval_record(run_id=waiting.id, **live)])
+    await store.put_run(stale, approvals=[approval_record(run_id=stale.id, **expired)])
+    await store.put_run(recent)
+    denied_new = approval_record(status="denied", created_at=now, expires_at=now + 60)
+    await store.add_approvals([denied_new])
+
+    counts = await store.prune(runs_before=now - 1, approvals_before=now - 1, now=now)
+    assert {r.id for r in await store.list_runs()} == {running.id, waiting.id, recent.id}
+    left = {a.run_id for a in await store.list_approvals(now=now)}
+    # The running run's approval stays; so do a live pending one and a new denial.
+    assert left == {running.id, waiting.id, denied_new.run_id}
+    assert (counts.runs, counts.approvals, counts.audit) == (2, 2, 0)
+    assert await store.prune(now=now) == type(counts)()
+
+
+# --- failures -------------------------------------------------------------------------
+
+
+async def test_a_killed_connection_leaves_nothing_half_written(
+    postgres_url: str, schema: str, open_pg: Opener
+) -> None:
+    store = await open_pg()
+    run = run_record(status="awaiting_approval")
+    a = _approved(run_id=run.id)
+    await store.put_run(run, approvals=[a])
+    fresh = approval_record(run_id=run.id)
+    claim = replace(run, status="running", holder="h:1")
+
+    # Another session inserts the same new approval id and does not commit: the store's
+    # transaction, having already updated the run and used `a`, waits on that row.
+    blocker = await psycopg.AsyncConnection.connect(
+        postgres_url, options=f"-c search_path={schema}"
+    )
+    try:
+        await blocker.execute(
+            "INSERT INTO approvals (id, run_id, call_id, tool, arguments, arguments_hash, "
+            "status, reason, effects, created_at, expires_at) "
+            "VALUES (%s, 'r', 'c', 't', '{}', 'h', 'pending', '', 'read', 0, 0)",
+            [fresh.id],
+        )
+        transition = asyncio.create_task(
+            store.transition_run(
+                run.id,
+                expect=["awaiting_approval"],
+                run=claim,
+                approvals=[(_used(a, "h:1"), ["approved"])],
+                new_approvals=[fresh],
+            )
+        )
+        pid = await _blocked_by(postgres_url, blocker.info.backend_pid)
+        killed = await _sql(postgres_url, schema, "SELECT pg_terminate_backend(%s)", pid)
+        assert killed == [(True,)]
+        with pytest.raises(StoreUnavailable, match="terminat"):
+            await transition
+    finally:
+        await blocker.rollback()
+        await blocker.close()
+
+    assert await store.get_run(run.id) == replace(run, version=1)
+    assert await store.get_approval(a.id) == a
+    assert await store.get_approval(fresh.id) is None
+    # The pool dropped the dead connection: the store carries on.
+    assert await store.transition_run(
+        run.id, expect=["awaiting_approval"], run=claim, approvals=[(_used(a, "h:1"), ["approved"])]
+    )
+
+
+async def _blocked_by(url: str, blocker: int) -> int:
+    """The pid of the session waiting for `blocker`'s lock (polls for up to 5 s)."""
+    for _ in range(250):
+        rows = await _sql(
+            url,
+            "public",
+            "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+            blocker,
+        )
+        if rows:
+            return int(rows[0][0])
+        await asyncio.sleep(0.02)
+    raise AssertionError("the store's transaction never waited on the blocker")
+
+
+@pytest.mark.parametrize(
+    ("target", "error", "says"),
+    [
+        ("127.0.0.1:1/test", StoreUnavailable, "unreachable: .*refused"),
+        ("127.0.0.1:5432/no_such_database", StoreError, 'database "no_such_database" does'),
+    ],
+)
+async def test_connection_errors_are_one_clear_line(
+    postgres_url: str, target: str, error: type[StoreError], says: str
+) -> None:
+    host = postgres_url.split("@", 1)[1].split("/", 1)[0]
+    url = f"postgresql://postgres:sekrit@{target.replace('127.0.0.1:5432', host)}"
+    store = PostgresStore(url, connect_timeout=2)
+    with pytest.raises(error, match=says) as caught:
+        await store.open()
+    message = str(caught.value)
+    assert "sekrit" not in message
+    assert "\n" not in message
+    assert (error is StoreUnavailable) == isinstance(caught.value, StoreUnavailable)
+
+
+async def test_a_store_that_is_down_reads_as_unavailable(open_pg: Opener) -> None:
+    store = await open_pg()
+    await store.aclose()
+    with pytest.raises(StoreError, match="not open"):
+        await store.ping()
+
+
+async def test_sessions_commit_synchronously_in_their_schema(schema: str, open_pg: Opener) -> None:
+    # Even when the URL asks for asynchronous commit, the store's sessions do not.
+    store = await open_pg(options="-csynchronous_commit%3Doff")
+    async with store._connection() as conn:
+        cursor = await conn.execute("SELECT current_setting('synchronous_commit'), current_schema")
+        assert await cursor.fetchone() == ("on", schema)
+
+
+async def test_expired_cache_and_memory_rows_are_swept(
+    postgres_url: str, schema: str, open_pg: Opener
+) -> None:
+    store = await open_pg()
+    await store.set("old", b"v", 0.05)
+    await store.remember("old", {"v": 1}, 0.05)
+    await asyncio.sleep(0.1)
+    assert await store.get("old") is None
+    store._next_purge = 0.0  # the next write sweeps (else at most once a minute)
+    await store.set("new", b"v", 30)
+    rows = await _sql(
+        postgres_url, schema, "SELECT (SELECT count(*) FROM cache), (SELECT count(*) FROM memory)"
+    )
+    assert rows == [(1, 0)]
