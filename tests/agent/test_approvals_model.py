@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-import uuid
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,10 +32,11 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from store_backends import BACKENDS, SERVERS, StoreData
 from toolwire.agent import Agent, RunConflict
 from toolwire.models import AssistantMessage, ScriptedModel
 from toolwire.models.scripted import ScriptedRequest
-from toolwire.store import MemoryStore, SqliteStore, Store, StoreError
+from toolwire.store import Store, StoreError
 from toolwire.tools import ToolCall, tool
 
 
@@ -49,7 +50,7 @@ class _Run:
 
 class ApprovalsMachine(RuleBasedStateMachine):
     backend = "memory"
-    redis_url = ""
+    server_url = ""
 
     def __init__(self) -> None:
         super().__init__()
@@ -61,8 +62,7 @@ class ApprovalsMachine(RuleBasedStateMachine):
         self.failed = False
         self.counter = 0
         self.tmp = tempfile.mkdtemp(prefix="toolwire-model-")
-        self.prefix = f"toolwire-model:{uuid.uuid4().hex}:"
-        self.memory = MemoryStore()
+        self.data = StoreData(self.backend, Path(self.tmp), self.server_url)
         self.stores: list[Store] = []
         self.agents: list[Agent] = []
 
@@ -70,15 +70,6 @@ class ApprovalsMachine(RuleBasedStateMachine):
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
-
-    def _store(self) -> Store:
-        if self.backend == "memory":
-            return self.memory
-        if self.backend == "sqlite":
-            return SqliteStore(f"{self.tmp}/state.db")
-        from toolwire.store.redis import RedisStore
-
-        return RedisStore(self.redis_url, prefix=self.prefix)
 
     def _fail(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         if self.fail_in is None:
@@ -119,11 +110,11 @@ class ApprovalsMachine(RuleBasedStateMachine):
             return "done"
 
         for store in self.stores:
-            if store is not self.memory:
+            if store is not self.data.memory:
                 self.run(store.aclose())
         self.stores, self.agents = [], []
         for _ in range(2):
-            store = self._store()
+            store = self.data.make()
             self.run(store.open())
             self.stores.append(store)
             faulty = FaultyStore(store, self._fail)
@@ -143,10 +134,7 @@ class ApprovalsMachine(RuleBasedStateMachine):
         return (record.status, record.version, record.holder) if record is not None else ()
 
     def teardown(self) -> None:
-        for store in self.stores:
-            self.run(store.aclose())
-        if self.backend == "redis":
-            self.run(_delete_keys(self.redis_url, self.prefix))
+        self.run(self.data.cleanup())
         self.loop.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -292,24 +280,13 @@ class ApprovalsMachine(RuleBasedStateMachine):
             assert run.decided.get(approval_id) is True, (target, run.decided)
 
 
-async def _delete_keys(url: str, prefix: str) -> None:
-    import redis.asyncio as aioredis
-
-    client = aioredis.Redis.from_url(url)
-    keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
-    if keys:
-        await client.delete(*keys)
-    await client.aclose()
-
-
-@pytest.mark.parametrize("backend", ["memory", "sqlite", "redis"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_approvals_hold_under_every_interleaving(
     backend: str, request: pytest.FixtureRequest
 ) -> None:
-    url = request.getfixturevalue("redis_url") if backend == "redis" else ""
-    machine = type(
-        f"Approvals_{backend}", (ApprovalsMachine,), {"backend": backend, "redis_url": url}
-    )
+    url = request.getfixturevalue(SERVERS[backend]) if backend in SERVERS else ""
+    attributes = {"backend": backend, "server_url": url}
+    machine = type(f"Approvals_{backend}", (ApprovalsMachine,), attributes)
     run_state_machine_as_test(
         machine,
         settings=settings(

@@ -4,6 +4,7 @@ interleavings a review found broken (each test failed on the code before the fix
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -16,7 +17,7 @@ from toolwire.agent import Agent, RunConflict, RunState
 from toolwire.agent import journal as journal_module
 from toolwire.models import AssistantMessage, ScriptedModel
 from toolwire.runner import ToolRunner
-from toolwire.store import AuditQuery, Store, arguments_hash, canonical_json
+from toolwire.store import AuditQuery, Store, StoreError, arguments_hash, canonical_json
 from toolwire.tools import Tool, Toolbox, ToolCall, ToolContext, tool
 
 StoreFactory = Callable[[], Store]
@@ -365,3 +366,40 @@ async def test_a_resume_by_an_admin_is_not_needed_for_context(any_store: Store) 
     record = await any_store.get_run(paused.run_id)
     assert record is not None
     assert record.owner == "alice"
+
+
+async def test_a_store_failure_at_each_operation_of_a_resume_never_runs_a_call_twice(
+    store_factory: StoreFactory,
+) -> None:
+    store = store_factory()
+    await store.open()
+    for k in range(100):
+        ran.clear()
+        script = [calls(("d", f"a{k}"), ("d", f"b{k}"))] + ["done"] * 3
+        paused = await Agent(ScriptedModel(script), [delete_app], store=store).run("delete")
+        for approval in paused.approvals:
+            await approve(store, approval.id)
+        operations = 0
+
+        def fail(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+            nonlocal operations
+            operations += 1
+            return operations == k + 1  # noqa: B023 (read at once, in this round)
+
+        faulty = FaultyStore(store, fail)
+        agent = Agent(ScriptedModel(script[1:]), [delete_app], store=faulty)  # type: ignore[arg-type]
+        first = None
+        with contextlib.suppress(StoreError):  # the injected failure, or a run it interrupted
+            first = await agent.resume(paused.run_id)
+        # Whatever happened, a second resume through a healthy store never runs a call again.
+        with contextlib.suppress(RunConflict):
+            await Agent(ScriptedModel(["done"]), [delete_app], store=store).resume(paused.run_id)
+        names = [args["app_name"] for _, args in ran]
+        assert len(names) == len(set(names)), (k, names)
+        assert set(names) <= {f"a{k}", f"b{k}"}
+        if first is not None and first.status == "completed":
+            assert sorted(names) == [f"a{k}", f"b{k}"], k
+        if operations <= k:
+            break  # the resume made fewer operations than k: every one has failed once
+    else:
+        pytest.fail("a resume made over 100 store operations")

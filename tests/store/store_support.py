@@ -32,11 +32,6 @@ class Backend:
     """Open one more store on the same data, as another process would."""
 
 
-def with_schema(url: str, schema: str) -> str:
-    """A PostgreSQL store URL whose tables live in `schema`."""
-    return f"{url}{'&' if '?' in url else '?'}schema={schema}"
-
-
 async def drop_schema(url: str, schema: str) -> None:
     """Drop a test's PostgreSQL schema and everything in it."""
     import psycopg

@@ -17,15 +17,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from store_support import (
-    NOW,
-    approval_record,
-    audit_record,
-    drop_schema,
-    run_record,
-    with_schema,
-)
+from store_support import NOW, approval_record, audit_record, drop_schema, run_record
 
+from store_backends import with_schema
 from toolwire.store import (
     ApprovalRecord,
     AuditQuery,

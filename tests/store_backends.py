@@ -1,0 +1,73 @@
+"""Every store backend over one set of data, for the tests that run on each of them.
+
+`StoreData(name, tmp, url)` stands for one database of a backend (a SQLite file, a Redis
+key prefix, a PostgreSQL schema); `make()` gives a new store on it, as another process
+would open it (the memory store is one object: there is no other process); `cleanup()`
+removes what the tests wrote. The `redis_url` and `postgres_url` fixtures of
+tests/conftest.py give the servers (skipped when none answers, failing under `CI=true`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from toolwire.store import MemoryStore, SqliteStore, Store
+
+BACKENDS = ("memory", "sqlite", "redis", "postgres")
+SERVERS = {"redis": "redis_url", "postgres": "postgres_url"}
+"""The backends that need a server, and the fixture that finds it."""
+
+
+def with_schema(url: str, schema: str) -> str:
+    """A PostgreSQL store URL whose tables live in `schema`."""
+    return f"{url}{'&' if '?' in url else '?'}schema={schema}"
+
+
+class StoreData:
+    """One database of the backend `name`, under `tmp` (SQLite) or at `url`."""
+
+    def __init__(self, name: str, tmp: Path, url: str = "") -> None:
+        self.name = name
+        self.tmp = tmp
+        self.url = url
+        self.prefix = f"toolwire-test:{uuid.uuid4().hex}:"
+        self.schema = f"toolwire_test_{uuid.uuid4().hex[:12]}"
+        self.memory = MemoryStore()
+        self.made: list[Store] = []
+
+    def make(self) -> Store:
+        store: Store
+        if self.name == "memory":
+            store = self.memory
+        elif self.name == "sqlite":
+            store = SqliteStore(self.tmp / "state.db")
+        elif self.name == "postgres":
+            from toolwire.store.postgres import PostgresStore
+
+            store = PostgresStore(with_schema(self.url, self.schema))
+        else:
+            from toolwire.store.redis import RedisStore
+
+            store = RedisStore(self.url, prefix=self.prefix)
+        self.made.append(store)
+        return store
+
+    async def cleanup(self) -> None:
+        for store in self.made:
+            await store.aclose()
+        if self.name == "redis":
+            import redis.asyncio as aioredis
+
+            client = aioredis.Redis.from_url(self.url)
+            try:
+                keys = [k async for k in client.scan_iter(match=f"{self.prefix}*", count=1000)]
+                if keys:
+                    await client.delete(*keys)
+            finally:
+                await client.aclose()
+        if self.name == "postgres":
+            import psycopg
+
+            async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
