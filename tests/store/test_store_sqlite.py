@@ -243,3 +243,77 @@ async def test_every_write_survives_kill_9(tmp_path: Path) -> None:
     assert approval is not None
     assert approval.status == "used"
     assert [(r.event, r.call_id) for r in audit] == [("started", "call_k")]
+
+
+async def test_insert_or_replace_cannot_rewrite_an_audit_record(tmp_path: Path) -> None:
+    # REPLACE deletes the row it replaces without firing the delete trigger.
+    path = tmp_path / "state.db"
+    store = SqliteStore(path)
+    await store.open()
+    record_id = await store.append_audit(audit_record(tool="rm"))
+    await store.aclose()
+    with sqlite3.connect(path) as conn:
+        for verb in ("INSERT OR REPLACE", "REPLACE"):
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                conn.execute(
+                    f"{verb} INTO audit (id, time, event, tool, effects, arguments_hash, "
+                    "call_id) VALUES (?, 0, 'finished', 'harmless', 'read', 'x', 'c')",
+                    [record_id],
+                )
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute(
+                "INSERT INTO audit (id, time, event, tool, effects, arguments_hash, call_id) "
+                "VALUES (?, 0, 'finished', 'x', 'read', 'x', 'c') "
+                "ON CONFLICT (id) DO UPDATE SET tool = 'harmless'",
+                [record_id],
+            )
+        assert conn.execute("SELECT tool FROM audit").fetchall() == [("rm",)]
+
+
+async def test_only_prune_deletes_audit_records_and_only_the_oldest(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    store = SqliteStore(path)
+    await store.open()
+    ids = [await store.append_audit(audit_record(time=float(t))) for t in range(1, 6)]
+    assert (await store.prune(audit_before=3.0, now=10.0)).audit == 2
+    await store.aclose()
+    with sqlite3.connect(path) as conn:
+        # Outside a prune the oldest record is as safe as any other.
+        for statement in (f"DELETE FROM audit WHERE id = {ids[2]}", "DELETE FROM audit"):
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                conn.execute(statement)
+        # Even with the cut moved by hand, a record in the middle cannot go.
+        conn.execute("UPDATE audit_prune SET before = 9e999")
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+            conn.execute(f"DELETE FROM audit WHERE id = {ids[3]}")
+        conn.rollback()
+        assert [r[0] for r in conn.execute("SELECT id FROM audit")] == ids[2:]
+
+
+async def test_migrates_a_version_two_file_with_its_audit_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "state.db"
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:2])
+    old = SqliteStore(path)
+    await old.open()
+    first = await old.append_audit(audit_record(time=1.0))
+    await old.aclose()
+    monkeypatch.undo()
+    with sqlite3.connect(path) as conn:  # as that version wrote it: without a version
+        conn.execute(
+            "INSERT INTO runs (id, status, state, created_at, updated_at) "
+            "VALUES ('run_old', 'completed', '{}', 1, 1)"
+        )
+
+    store = SqliteStore(path)
+    await store.open()
+    run = await store.get_run("run_old")
+    assert run is not None
+    assert run.version == 1
+    assert [r.id for r in await store.list_audit(AuditQuery())] == [first]
+    assert (await store.prune(audit_before=2.0, now=2.0)).audit == 1
+    assert await store.append_audit(audit_record()) > first
+    await store.aclose()
+    with sqlite3.connect(path) as conn, pytest.raises(sqlite3.IntegrityError):
+        conn.execute("DELETE FROM audit")

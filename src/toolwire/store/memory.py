@@ -2,11 +2,12 @@
 
 Nothing survives the process (`durable = False`). Records go in and come out as copies, so
 a caller mutating what it got back cannot change what is stored, as with the other
-backends. The audit log keeps every record: this store is not meant to run for long.
+backends. Retention (`prune`) applies as on the others.
 """
 
 from __future__ import annotations
 
+import bisect
 import copy
 import time
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from toolwire.store.base import (
     ApprovalStatus,
     AuditQuery,
     AuditRecord,
+    PruneCounts,
     RunRecord,
     RunStatus,
     StoreConflict,
@@ -35,7 +37,8 @@ class MemoryStore:
     def __init__(self) -> None:
         self._runs: dict[str, RunRecord] = {}
         self._approvals: dict[str, ApprovalRecord] = {}
-        self._audit: list[AuditRecord] = []  # record n has id n + 1
+        self._audit: list[AuditRecord] = []  # ids increasing, not positions: prune drops a head
+        self._audit_last = 0
         # Expiry on the monotonic clock: a wall clock step must not revive or drop entries.
         self._cache: dict[str, tuple[float, bytes]] = {}
         self._memory: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -172,7 +175,8 @@ class MemoryStore:
 
     async def append_audit(self, record: AuditRecord) -> int:
         stored = copy.deepcopy(record)
-        stored.id = len(self._audit) + 1
+        self._audit_last += 1
+        stored.id = self._audit_last
         self._audit.append(stored)
         return stored.id
 
@@ -180,12 +184,56 @@ class MemoryStore:
         found: list[AuditRecord] = []
         if query.limit <= 0:
             return found
-        for record in self._audit[max(query.after_id, 0) :]:
+        start = bisect.bisect_right(self._audit, query.after_id, key=lambda r: r.id)
+        for record in self._audit[start:]:
             if query.matches(record):
                 found.append(copy.deepcopy(record))
                 if len(found) >= query.limit:
                     break
         return found
+
+    # --- retention --------------------------------------------------------------------
+
+    async def prune(
+        self,
+        *,
+        runs_before: float | None = None,
+        approvals_before: float | None = None,
+        audit_before: float | None = None,
+        now: float,
+    ) -> PruneCounts:
+        approvals = runs = audit = 0
+        if approvals_before is not None:
+            for approval in list(self._approvals.values()):
+                run = self._runs.get(approval.run_id)
+                if (
+                    approval.created_at < approvals_before
+                    and approval.effective_status(now) in ("denied", "used", "expired")
+                    and (run is None or run.status != "running")
+                ):
+                    del self._approvals[approval.id]
+                    approvals += 1
+        if runs_before is not None:
+            for run in list(self._runs.values()):
+                if run.updated_at < runs_before and self._finished(run, now):
+                    del self._runs[run.id]
+                    runs += 1
+        if audit_before is not None:
+            # Oldest first: the log stays one unbroken run of ids, with no hole inside it.
+            while audit < len(self._audit) and self._audit[audit].time < audit_before:
+                audit += 1
+            del self._audit[:audit]
+        return PruneCounts(runs=runs, approvals=approvals, audit=audit)
+
+    def _finished(self, run: RunRecord, now: float) -> bool:
+        """Final, or awaiting approvals that have all expired (none left: nothing to wait for)."""
+        if run.status == "awaiting_approval":
+            return all(
+                a.effective_status(now) == "expired"
+                for a in self._approvals.values()
+                if a.run_id == run.id
+            )
+        return run.status != "running"
 
     # --- cache and memory -------------------------------------------------------------
 

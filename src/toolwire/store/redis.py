@@ -12,6 +12,7 @@ approvals                     sorted set of approval ids by created_at; also
 approvals:status:{s}, approvals:run:{id}, approvals:requester:{name}
 audit                         stream; record n is entry `0-n`, its JSON in field `r`
 audit:last                    the last audit id given out (INCR)
+audit:pruned                  the highest audit id retention removed (XTRIM MINID)
 cache:{key}, memory:{key}     strings with native expiry (SET … PX)
 ```
 
@@ -19,6 +20,13 @@ Every write that must be taken once, or that touches a record and its indexes, i
 script, which Redis runs atomically: two replicas deciding the same approval get one
 winner. The scripts compute index keys from the prefix, so this is for a single Redis (or
 a primary with replicas), not Redis Cluster.
+
+The audit stream is append-only as far as Redis allows: no command rewrites a stream
+entry, ids are given out by the append script only, and retention trims only the stream's
+head. Redis has no triggers, so a client with XDEL, XTRIM, DEL or XSETID can still remove
+entries; only an ACL stops that (give toolwire's user `-xdel -xsetid` and keep other
+clients off the prefix). A removal is visible: `XLEN audit` equals `audit:last` minus
+`audit:pruned` while nothing else deleted an entry.
 
 List queries walk the narrowest sorted set newest first and filter the rest here; the
 audit log's filters are applied while reading the stream from `after_id` on, so a
@@ -48,6 +56,7 @@ from toolwire.store.base import (
     ApprovalStatus,
     AuditQuery,
     AuditRecord,
+    PruneCounts,
     RunRecord,
     RunStatus,
     StoreConflict,
@@ -57,6 +66,9 @@ from toolwire.store.base import (
 )
 
 __all__ = ["SCHEMA_VERSION", "RedisStore"]
+
+_PRUNE_BATCH = 500
+"""Records one prune script looks at: Redis runs nothing else while a script runs."""
 
 SCHEMA_VERSION = 1
 """The key layout's version; raise it, with a migration in `open`, when the layout changes."""
@@ -97,6 +109,18 @@ local function decide(key, id, old, a)
     redis.call('ZREM', prefix .. 'approvals:status:' .. old, id)
     redis.call('ZADD', prefix .. 'approvals:status:' .. a.status, score, id)
   end
+end
+local function number(raw)  -- a stored JSON number, else nil
+  if not raw then return nil end
+  local value = cjson.decode(raw)
+  if type(value) == 'number' then return value end
+  return nil
+end
+local function expired(key, now)  -- the approval's effective status is `expired`
+  local a = redis.call('HMGET', key, 'status', 'expires_at')
+  local status, expires = text(a[1]), number(a[2])
+  return status == 'expired'
+    or ((status == 'pending' or status == 'approved') and expires ~= nil and expires <= now)
 end
 local function taken(keys, approvals)  -- the first id that exists or repeats, else nil
   local seen = {}
@@ -163,6 +187,74 @@ redis.call('HSET', KEYS[1], 'lease_until', ARGV[3])
 return 1
 """
 )
+
+# Delete the approvals among ARGV[4..] that retention no longer keeps (see Store.prune);
+# ARGV[2]: approvals_before, ARGV[3]: now. Returns how many.
+_PRUNE_APPROVALS = (
+    _LIB
+    + """
+local before, now, deleted = tonumber(ARGV[2]), tonumber(ARGV[3]), 0
+for i = 4, #ARGV do
+  local id = ARGV[i]
+  local key = prefix .. 'approval:' .. id
+  local a = redis.call('HMGET', key, 'status', 'created_at', 'run_id', 'requested_by')
+  local status, created, run = text(a[1]), number(a[2]), text(a[3])
+  local run_status = run and text(redis.call('HGET', prefix .. 'run:' .. run, 'status'))
+  if status and created and created < before and run_status ~= 'running'
+     and (status == 'denied' or status == 'used' or expired(key, now)) then
+    redis.call('DEL', key)
+    redis.call('ZREM', prefix .. 'approvals', id)
+    redis.call('ZREM', prefix .. 'approvals:status:' .. status, id)
+    if run then redis.call('ZREM', prefix .. 'approvals:run:' .. run, id) end
+    local requester = text(a[4])
+    if requester then
+      redis.call('ZREM', prefix .. 'approvals:requester:' .. requester, id)
+    end
+    deleted = deleted + 1
+  end
+end
+return deleted
+"""
+)
+
+# Delete the runs among ARGV[4..] that retention no longer keeps; ARGV[2]: runs_before,
+# ARGV[3]: now. Returns how many.
+_PRUNE_RUNS = (
+    _LIB
+    + """
+local before, now, deleted = tonumber(ARGV[2]), tonumber(ARGV[3]), 0
+for i = 4, #ARGV do
+  local id = ARGV[i]
+  local key = prefix .. 'run:' .. id
+  local r = redis.call('HMGET', key, 'status', 'updated_at', 'owner')
+  local status, updated = text(r[1]), number(r[2])
+  local gone = status and updated and updated < before and status ~= 'running'
+  if gone and status == 'awaiting_approval' then
+    for _, approval in ipairs(redis.call('ZRANGE', prefix .. 'approvals:run:' .. id, 0, -1)) do
+      if not expired(prefix .. 'approval:' .. approval, now) then gone = false end
+    end
+  end
+  if gone then
+    redis.call('DEL', key)
+    redis.call('ZREM', prefix .. 'runs', id)
+    redis.call('ZREM', prefix .. 'runs:status:' .. status, id)
+    local owner = text(r[3])
+    if owner then redis.call('ZREM', prefix .. 'runs:owner:' .. owner, id) end
+    deleted = deleted + 1
+  end
+end
+return deleted
+"""
+)
+
+# Trim the audit stream's head below id `0-ARGV[1]` and remember the highest id pruned
+# (so XLEN = audit:last - audit:pruned while nothing else deleted an entry).
+_PRUNE_AUDIT = """
+local trimmed = redis.call('XTRIM', KEYS[1], 'MINID', '0-' .. ARGV[1])
+local pruned = tonumber(redis.call('GET', KEYS[2])) or 0
+if tonumber(ARGV[1]) - 1 > pruned then redis.call('SET', KEYS[2], tonumber(ARGV[1]) - 1) end
+return trimmed
+"""
 
 # Insert approvals, all or none. KEYS: their hashes. Returns the id taken, or nil.
 _ADD_APPROVALS = (
@@ -257,7 +349,16 @@ class RedisStore:
                 "toolwire or use another prefix or database"
             )
         # Sent by SHA (EVALSHA), and in full only when Redis does not know them yet.
-        lua = (_WRITE_RUN, _RENEW_LEASE, _ADD_APPROVALS, _UPDATE_APPROVAL, _APPEND_AUDIT)
+        lua = (
+            _WRITE_RUN,
+            _RENEW_LEASE,
+            _ADD_APPROVALS,
+            _UPDATE_APPROVAL,
+            _APPEND_AUDIT,
+            _PRUNE_APPROVALS,
+            _PRUNE_RUNS,
+            _PRUNE_AUDIT,
+        )
         self._scripts = {text: client.register_script(text) for text in lua}
 
     async def aclose(self) -> None:
@@ -500,6 +601,71 @@ class RedisStore:
                         break
                 start = record.id + 1
         return found
+
+    # --- retention --------------------------------------------------------------------
+
+    async def prune(
+        self,
+        *,
+        runs_before: float | None = None,
+        approvals_before: float | None = None,
+        audit_before: float | None = None,
+        now: float,
+    ) -> PruneCounts:
+        # Approvals first, as in every backend. Candidates come from the created_at indexes
+        # in batches; each batch's script checks every rule again, atomically, so a record
+        # that changed since it was read is kept, and prunes running at once agree.
+        approvals = runs = audit = 0
+        if approvals_before is not None:
+            approvals = await self._prune_index(
+                "approvals", _PRUNE_APPROVALS, approvals_before, now
+            )
+        if runs_before is not None:
+            runs = await self._prune_index("runs", _PRUNE_RUNS, runs_before, now)
+        if audit_before is not None:
+            audit = await self._prune_audit(audit_before)
+        return PruneCounts(runs=runs, approvals=approvals, audit=audit)
+
+    async def _prune_index(self, index: str, lua: str, before: float, now: float) -> int:
+        deleted = kept = 0
+        while True:
+            with self._errors():
+                ids = cast(
+                    "list[bytes]",
+                    await self._redis().zrangebyscore(
+                        self._key(index), "-inf", f"({before!r}", start=kept, num=_PRUNE_BATCH
+                    ),
+                )
+            if not ids:
+                return deleted
+            args = [self.prefix, repr(float(before)), repr(float(now)), *ids]
+            gone = int(await self._eval(lua, [], args))
+            deleted += gone
+            kept += len(ids) - gone  # those stay at the front of the index
+
+    async def _prune_audit(self, before: float) -> int:
+        deleted = 0
+        while True:
+            with self._errors():
+                entries = cast(
+                    "list[tuple[bytes, dict[bytes, bytes]]]",
+                    await self._redis().xrange(self._key("audit"), count=_PRUNE_BATCH),
+                )
+            # The oldest entries up to the first that is not old enough: a prefix.
+            cut = None
+            for entry_id, values in entries:
+                if not orjson.loads(values[b"r"])["time"] < before:
+                    cut = int(entry_id.split(b"-")[1])
+                    break
+            if cut is None and entries:
+                cut = int(entries[-1][0].split(b"-")[1]) + 1
+            if cut is None:
+                return deleted
+            keys = [self._key("audit"), self._key("audit:pruned")]
+            trimmed = int(await self._eval(_PRUNE_AUDIT, keys, [cut]))
+            deleted += trimmed
+            if trimmed < _PRUNE_BATCH:
+                return deleted
 
     # --- cache and memory -------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from toolwire.store.base import (
     ApprovalStatus,
     AuditQuery,
     AuditRecord,
+    PruneCounts,
     RunRecord,
     RunStatus,
     StoreConflict,
@@ -128,11 +129,37 @@ MIGRATIONS: list[tuple[str, ...]] = [
     ("ALTER TABLE audit ADD COLUMN approval_wait_ms REAL",),
     # 3: a run's version, compared by transition_run. A stored run was written at least once.
     ("ALTER TABLE runs ADD COLUMN version INTEGER NOT NULL DEFAULT 1",),
+    # 4: retention. A delete from the audit log is refused unless it takes the oldest
+    # record and that record is older than `audit_prune.before`, which only `prune` sets,
+    # and back to -inf in the same transaction: outside a prune nothing can be deleted,
+    # and no prune can punch a hole in the middle of the log. REPLACE deletes the row it
+    # replaces without firing delete triggers (unless recursive_triggers is on, which is
+    # per connection): a BEFORE INSERT trigger refuses an id that exists.
+    (
+        """CREATE TABLE audit_prune (
+            id INTEGER PRIMARY KEY CHECK (id = 1), before REAL NOT NULL
+        )""",
+        "INSERT INTO audit_prune (id, before) VALUES (1, -9e999)",
+        """CREATE TRIGGER audit_prune_keeps_its_row BEFORE DELETE ON audit_prune
+           BEGIN SELECT RAISE(ABORT, 'audit_prune holds one row'); END""",
+        "DROP TRIGGER audit_no_delete",
+        """CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+           WHEN NOT (OLD.time < (SELECT before FROM audit_prune WHERE id = 1)
+                     AND OLD.id = (SELECT MIN(id) FROM audit))
+           BEGIN SELECT RAISE(ABORT, 'the audit log is append-only (prune removes its oldest)');
+           END""",
+        """CREATE TRIGGER audit_no_replace BEFORE INSERT ON audit
+           WHEN EXISTS (SELECT 1 FROM audit WHERE id = NEW.id)
+           BEGIN SELECT RAISE(ABORT, 'the audit log is append-only (no REPLACE)'); END""",
+        "CREATE INDEX runs_by_updated ON runs (updated_at)",
+    ),
 ]
 """`MIGRATIONS[n]` takes a file from schema version `n` to `n + 1`. Append only."""
 
 _BUSY_TIMEOUT = 5.0
 """Seconds a statement waits for another process's write to finish before failing."""
+_PRUNE_BATCH = 500
+"""Rows one prune statement deletes: the file's write lock is never held for long."""
 _PURGE_EVERY = 60.0
 """Seconds between sweeps of expired cache and memory rows (reads ignore them anyway)."""
 
@@ -536,6 +563,78 @@ class SqliteStore:
             [*params, max(query.limit, 0)],
         )
         return [_audit(row) for row in rows]
+
+    # --- retention --------------------------------------------------------------------
+
+    async def prune(
+        self,
+        *,
+        runs_before: float | None = None,
+        approvals_before: float | None = None,
+        audit_before: float | None = None,
+        now: float,
+    ) -> PruneCounts:
+        # Approvals first, as in every backend: a paused run whose approvals are gone has
+        # nothing left to wait for.
+        approvals = runs = audit = 0
+        if approvals_before is not None:
+            approvals = await self._prune_batches(
+                "DELETE FROM approvals WHERE id IN (SELECT id FROM approvals "
+                "WHERE created_at < ? AND (status IN ('denied', 'used', 'expired') "
+                "OR (status IN ('pending', 'approved') AND expires_at <= ?)) "
+                "AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.id = approvals.run_id "
+                "AND runs.status = 'running') LIMIT ?)",
+                [approvals_before, now],
+            )
+        if runs_before is not None:
+            runs = await self._prune_batches(
+                "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE updated_at < ? "
+                "AND (status NOT IN ('running', 'awaiting_approval') "
+                "OR (status = 'awaiting_approval' AND NOT EXISTS (SELECT 1 FROM approvals "
+                "WHERE approvals.run_id = runs.id AND status != 'expired' "
+                "AND NOT (status IN ('pending', 'approved') AND expires_at <= ?)))) LIMIT ?)",
+                [runs_before, now],
+            )
+        if audit_before is not None:
+            while True:
+                deleted = await self._prune_audit(audit_before)
+                audit += deleted
+                if deleted < _PRUNE_BATCH:
+                    break
+        return PruneCounts(runs=runs, approvals=approvals, audit=audit)
+
+    async def _prune_batches(self, sql: str, params: list[Any]) -> int:
+        total = 0
+        while (deleted := await self._write(sql, [*params, _PRUNE_BATCH])) > 0:
+            total += deleted
+            if deleted < _PRUNE_BATCH:
+                break
+        return total
+
+    async def _prune_audit(self, before: float) -> int:
+        """Delete up to `_PRUNE_BATCH` of the oldest audit records older than `before`."""
+        deleted = 0
+
+        async def body(conn: aiosqlite.Connection) -> bool:
+            nonlocal deleted
+            # The oldest records, up to the first that is not old enough: a prefix.
+            rows = list(
+                await conn.execute_fetchall(
+                    "SELECT id, time FROM audit ORDER BY id LIMIT ?", [_PRUNE_BATCH]
+                )
+            )
+            ids = [int(r[0]) for r in rows]
+            cut = next((i for i, r in enumerate(rows) if not float(r[1]) < before), len(rows))
+            if cut == 0:
+                return False
+            await conn.execute("UPDATE audit_prune SET before = ? WHERE id = 1", [before])
+            cursor = await conn.execute("DELETE FROM audit WHERE id <= ?", [ids[cut - 1]])
+            deleted = cursor.rowcount
+            await conn.execute("UPDATE audit_prune SET before = -9e999 WHERE id = 1")
+            return True
+
+        await self._atomic(body)
+        return deleted
 
     # --- cache and memory -------------------------------------------------------------
 
