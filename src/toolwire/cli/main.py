@@ -17,6 +17,7 @@ from toolwire.cli import (
     parse_cmd,
     runs_cmd,
     serve_cmd,
+    store_cmd,
     tools_cmd,
 )
 
@@ -95,6 +96,7 @@ app.add_typer(approvals_cmd.app, name="approvals")
 app.add_typer(runs_cmd.app, name="runs")
 app.command("audit")(audit_cmd.audit)
 app.add_typer(mcp_cmd.app, name="mcp")
+app.add_typer(store_cmd.app, name="store")
 
 
 _GLOBAL_FLAGS = frozenset({"-v", "--verbose", "--version"})

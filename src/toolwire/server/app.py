@@ -9,6 +9,7 @@ Handlers translate HTTP to the gateway's objects and back; tool logic stays in t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Mapping
@@ -34,6 +35,7 @@ from toolwire.server.protocols.models import routes as model_routes
 from toolwire.server.protocols.responses import routes as responses_routes
 from toolwire.server.request_id import RequestId
 from toolwire.server.responses import json_response
+from toolwire.server.retention import keep_pruning
 from toolwire.server.routes.playground import routes as playground_routes
 from toolwire.server.routes.probes import routes as probe_routes
 from toolwire.server.routes.runs import routes as run_routes
@@ -82,10 +84,20 @@ def create_app(
         # MCP servers, and the store (opened and migrated at startup, not on the first
         # request) when there are server tools.
         await gateway.start()
+        retention = gateway.config.retention
+        pruning = None
+        if (retention.runs, retention.approvals, retention.audit) != (None, None, None):
+            pruning = asyncio.create_task(
+                keep_pruning(lambda: gateway.opened_store, retention), name="retention"
+            )
         try:
             async with mcp.running() if mcp is not None else contextlib.nullcontext():
                 yield
         finally:
+            if pruning is not None:
+                pruning.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pruning
             await gateway.aclose()
 
     app = Starlette(

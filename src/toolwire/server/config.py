@@ -28,11 +28,13 @@ __all__ = [
     "MetricsConfig",
     "ModelRoute",
     "OpenApiToolsConfig",
+    "RetentionConfig",
     "ServerToolsConfig",
     "ToolCallsMode",
     "ToolProviderConfig",
     "TracingConfig",
     "UpstreamConfig",
+    "parse_duration",
     "parse_tool_calls",
 ]
 
@@ -509,6 +511,63 @@ class ApprovalsConfig(_Section):
     in the same stream once the approval is decided (0: end the stream at once)."""
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DAY: Final = 86400.0
+
+
+def parse_duration(value: Any) -> float | None:
+    """Seconds in `30d`, `12h`, `90m`, `45s`, `2w` or a plain number of seconds; `None` for
+    `forever` (or a null value).
+
+    Raises:
+        ValueError: Anything else, or a duration that is not positive.
+    """
+    if value is None or (isinstance(value, str) and value.strip().lower() == "forever"):
+        return None
+    seconds: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.fullmatch(value.strip().lower())):
+        seconds = float(match[1]) * _UNIT_SECONDS[match[2]]
+    if seconds is None or not 0 < seconds < float("inf"):
+        raise ValueError(
+            f"write a positive duration such as 30d, 12h, 90m or 45s, or 'forever' (got {value!r})"
+        )
+    return seconds
+
+
+class RetentionConfig(_Section):
+    """How long the store keeps what can no longer change (`Store.prune`), per kind.
+
+    Each is a duration (`30d`, `12h`) or `forever`. Runs count from their last write and
+    only final ones go (or paused ones whose approvals all expired); approvals count from
+    their creation and only decided, used or expired ones go; audit records count from
+    their time and go oldest first. Keep the audit log longest: it is what shows, later,
+    which tool ran with which arguments for whom.
+    """
+
+    runs: float | None = 30 * _DAY
+    approvals: float | None = 30 * _DAY
+    audit: float | None = 365 * _DAY
+    interval: float = Field(default=3600.0, ge=10, le=_DAY)
+    """How often the gateway prunes (10 s to 1 d; each replica on its own timer, which is
+    harmless: a prune deletes only what retention no longer keeps)."""
+
+    @field_validator("runs", "approvals", "audit", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float | None:
+        return parse_duration(value)
+
+    @field_validator("interval", mode="before")
+    @classmethod
+    def _interval(cls, value: Any) -> float:
+        seconds = parse_duration(value)
+        if seconds is None:
+            raise ValueError("the interval is a duration such as 1h or 10m, not 'forever'")
+        return seconds
+
+
 class GatewayConfig(_Section):
     """Everything `toolwire serve` needs. All fields have defaults: `GatewayConfig()` is
     the offline upstream on 127.0.0.1:8000 with no server tools and no keys."""
@@ -535,6 +594,9 @@ class GatewayConfig(_Section):
     `redis://host:6379/0` (replicas share it), or `memory` (tests and demos only: nothing
     survives a restart)."""
     approvals: ApprovalsConfig = Field(default_factory=ApprovalsConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    """What the store keeps and for how long; applied in the background by the gateway
+    and by `toolwire store prune`."""
     memory_ttl: float = Field(default=86400.0, gt=0)
     """Seconds the gateway remembers the server-tool steps of a run that handed client
     tool calls back, so the client's next request can continue it."""

@@ -359,6 +359,12 @@ class Gateway:
                 self._store_open = True
         return self.store
 
+    @property
+    def opened_store(self) -> Store | None:
+        """The store if something opened it already (server tools, a request), else
+        `None`: background work must not create a store nobody uses."""
+        return self.store if self._store_open else None
+
     def redact(self, text: str) -> str:
         """`text` with the upstream key masked: some upstreams echo the key they were sent
         (in an authentication error, say), and the gateway must never pass it on."""
