@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         stores: dict[str, Any] = {
             "memory": "memory",
             "sqlite": f"sqlite:///{Path(tmp) / 'state.db'}",
-            "redis": f"{args.redis}?prefix={prefix}",
+            "redis": f"{args.redis}?prefix={prefix}&allow_volatile=true",
         }
         bench_round_trips(stores, tools, args.rounds)
         _clean_redis(args.redis, prefix)

@@ -196,7 +196,7 @@ async def _redis() -> AsyncIterator[Store]:
 
     url = os.environ.get("TOOLWIRE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/15")
     prefix = f"toolwire-bench:{uuid.uuid4().hex}:"
-    store = RedisStore(url, prefix=prefix)
+    store = RedisStore(url, prefix=prefix, allow_volatile=True)  # figures, not durability
     try:
         await store.open()
         yield store

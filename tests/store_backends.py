@@ -49,7 +49,8 @@ class StoreData:
         else:
             from toolwire.store.redis import RedisStore
 
-            store = RedisStore(self.url, prefix=self.prefix)
+            # The test Redis runs without persistence: the tests opt in, as a deployment must.
+            store = RedisStore(self.url, prefix=self.prefix, allow_volatile=True)
         self.made.append(store)
         return store
 

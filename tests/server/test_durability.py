@@ -330,7 +330,7 @@ def redis_store(redis_url: str) -> Iterator[str]:
     import redis
 
     prefix = f"tw-test-{uuid.uuid4().hex[:8]}:"
-    yield f"{redis_url}?prefix={prefix}"
+    yield f"{redis_url}?prefix={prefix}&allow_volatile=true"  # the test Redis has no AOF
     client = redis.Redis.from_url(redis_url)
     try:
         keys = list(client.scan_iter(match=f"{prefix}*"))
@@ -454,7 +454,7 @@ def test_without_redis_stateful_requests_are_503_and_the_rest_works(
     config = config_with(
         upstream=native_upstream(openai_server.base_url),
         server_tools={"modules": ["durable_tools"]},
-        store=url,
+        store=f"{url}?allow_volatile=true",
     )
     try:
         with (

@@ -384,7 +384,7 @@ def test_a_store_that_went_away_is_503(
     config = config_with(
         upstream=openai_upstream(openai_server.base_url, {MODEL: "gpt-4o"}),
         server_tools={"modules": ["messages_tools"]},
-        store=url,
+        store=f"{url}?allow_volatile=true",  # a Redis of the test's own, without AOF
     )
     with live_gateway(config) as live:
         redis_proc.kill()

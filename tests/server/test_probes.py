@@ -62,7 +62,7 @@ def test_not_ready_names_what_is_down_and_nothing_more(tmp_path: Path) -> None:
         config = config_with(
             upstream=openai_upstream(f"http://127.0.0.1:{upstream_port}/v1", {"gpt": "gpt-4o"}),
             server_tools={"modules": [TOOLS_MODULE]},
-            store=f"redis://127.0.0.1:{redis_port}/0",
+            store=f"redis://127.0.0.1:{redis_port}/0?allow_volatile=true",
         )
         with live_gateway(config) as live:
             redis.kill()

@@ -52,6 +52,20 @@ def test_redis(url: str, shown: str, prefix: str) -> None:
     assert store.prefix == prefix
 
 
+def test_redis_allow_volatile() -> None:
+    store = open_store("redis://:pw@redis:6379/1?allow_volatile=true&prefix=app:&db=1")
+    assert isinstance(store, RedisStore)
+    assert store.allow_volatile
+    assert store.prefix == "app:"
+    assert store.url == "redis://redis:6379/1?db=1"
+    plain = open_store("redis://redis:6379/1?allow_volatile=false")
+    assert isinstance(plain, RedisStore)
+    assert not plain.allow_volatile
+    with pytest.raises(StoreError, match="allow_volatile='maybe'") as caught:
+        open_store("redis://:pw@redis:6379/1?allow_volatile=maybe")
+    assert ":pw@" not in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("url", "shown", "schema", "pool_size"),
     [

@@ -7,6 +7,7 @@ import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from store_support import run_record
@@ -64,7 +65,7 @@ async def test_refuses_a_newer_layout(redis_url: str, prefix: str) -> None:
     client = aioredis.Redis.from_url(redis_url)
     await client.set(f"{prefix}schema", SCHEMA_VERSION + 1)
     await client.aclose()
-    store = RedisStore(redis_url, prefix=prefix)
+    store = RedisStore(redis_url, prefix=prefix, allow_volatile=True)
     with pytest.raises(StoreError, match="newer toolwire") as caught:
         await store.open()
     assert "\n" not in str(caught.value)
@@ -73,7 +74,7 @@ async def test_refuses_a_newer_layout(redis_url: str, prefix: str) -> None:
 async def test_writes_its_layout_version(redis_url: str, prefix: str) -> None:
     import redis.asyncio as aioredis
 
-    store = RedisStore(redis_url, prefix=prefix)
+    store = RedisStore(redis_url, prefix=prefix, allow_volatile=True)
     await store.open()
     await store.aclose()
     client = aioredis.Redis.from_url(redis_url)
@@ -82,8 +83,8 @@ async def test_writes_its_layout_version(redis_url: str, prefix: str) -> None:
 
 
 async def test_prefixes_keep_deployments_apart(redis_url: str, prefix: str) -> None:
-    one = RedisStore(redis_url, prefix=f"{prefix}one:")
-    two = RedisStore(redis_url, prefix=f"{prefix}two:")
+    one = RedisStore(redis_url, prefix=f"{prefix}one:", allow_volatile=True)
+    two = RedisStore(redis_url, prefix=f"{prefix}two:", allow_volatile=True)
     await one.open()
     await two.open()
     run = run_record()
@@ -118,7 +119,7 @@ async def test_a_redis_that_dies_fails_requests_fast(unused_tcp_port: int) -> No
         "no",
         stdout=asyncio.subprocess.DEVNULL,
     )
-    store = RedisStore(f"redis://127.0.0.1:{unused_tcp_port}/0")
+    store = RedisStore(f"redis://127.0.0.1:{unused_tcp_port}/0", allow_volatile=True)
     try:
         for _ in range(100):  # until it accepts connections
             try:
@@ -138,3 +139,120 @@ async def test_a_redis_that_dies_fails_requests_fast(unused_tcp_port: int) -> No
             server.kill()
             await server.wait()
         await store.aclose()
+
+
+# --- durability at open ----------------------------------------------------------------
+
+
+async def test_refuses_a_redis_without_persistence(redis_url: str, prefix: str) -> None:
+    # The test Redis runs with appendonly no, as a default Redis does.
+    import redis.asyncio as aioredis
+
+    store = RedisStore(redis_url, prefix=prefix)
+    with pytest.raises(StoreError) as caught:
+        await store.open()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "appendonly is no" in message
+    for needed in ("appendonly yes", "appendfsync everysec or always", "noeviction"):
+        assert needed in message
+    assert "allow_volatile=true" in message
+    assert "everysec may lose the last second" in message
+    client = aioredis.Redis.from_url(redis_url)
+    assert await client.exists(f"{prefix}schema") == 0  # refused before writing anything
+    await client.aclose()
+
+
+async def test_allow_volatile_opens_with_one_warning(
+    redis_url: str, prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = open_store(f"{redis_url}?prefix={prefix}&allow_volatile=true")
+    assert isinstance(store, RedisStore)
+    assert store.allow_volatile
+    for _ in range(3):
+        await store.open()
+        await store.aclose()
+    warnings = [r for r in caplog.records if "allow_volatile" in r.getMessage()]
+    assert len(warnings) == 1
+    assert warnings[0].levelname == "WARNING"
+    assert "appendonly is no" in warnings[0].getMessage()
+
+
+async def _private_redis(port: int, directory: Path, *settings: str) -> asyncio.subprocess.Process:
+    binary = shutil.which("redis-server")
+    assert binary is not None
+    server = await asyncio.create_subprocess_exec(
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--dir",
+        str(directory),
+        *settings,
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    for _ in range(200):  # until it accepts connections
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.02)
+            continue
+        writer.close()
+        await writer.wait_closed()
+        break
+    return server
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs the redis-server binary")
+@pytest.mark.parametrize(
+    ("settings", "problem"),
+    [
+        (("--appendonly", "yes", "--appendfsync", "everysec"), None),
+        (
+            (
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--maxmemory-policy",
+                "volatile-lru",
+            ),
+            None,
+        ),
+        (("--appendonly", "yes", "--appendfsync", "no"), "appendfsync is no"),
+        (
+            ("--appendonly", "yes", "--maxmemory-policy", "allkeys-lru"),
+            "maxmemory-policy is allkeys-lru",
+        ),
+        (("--appendonly", "yes", "--rename-command", "CONFIG", ""), "cannot be read"),
+    ],
+)
+async def test_checks_the_servers_persistence_settings(
+    unused_tcp_port: int,
+    tmp_path: Path,
+    settings: tuple[str, ...],
+    problem: str | None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = await _private_redis(unused_tcp_port, tmp_path, *settings)
+    url = f"redis://127.0.0.1:{unused_tcp_port}/0"
+    try:
+        store = RedisStore(url)
+        if problem is None:
+            await store.open()
+            await store.put_run(run_record())
+            await store.aclose()
+            assert "could lose writes" not in caplog.text
+        else:
+            with pytest.raises(StoreError, match=problem):
+                await store.open()
+            allowed = RedisStore(url, allow_volatile=True)
+            await allowed.open()
+            await allowed.aclose()
+            assert problem in caplog.text
+    finally:
+        server.kill()
+        await server.wait()

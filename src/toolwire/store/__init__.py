@@ -95,9 +95,11 @@ def open_store(url: str) -> Store:
 
     Accepts `memory`; `sqlite:///relative.db` or `sqlite:////absolute.db` (or a bare path
     ending in `.db`, `.sqlite` or `.sqlite3`); `redis://`, `rediss://` and `unix://` URLs,
-    where a `prefix=` query parameter sets the key prefix (default `toolwire:`);
-    `postgresql://` and `postgres://` URLs, where `schema=` names the schema (default
-    `toolwire`) and `pool_size=` the connections per process (default 10).
+    where a `prefix=` query parameter sets the key prefix (default `toolwire:`) and
+    `allow_volatile=true` opens a Redis whose persistence settings cannot keep the
+    at-most-once promise (with a warning) instead of refusing it; `postgresql://` and
+    `postgres://` URLs, where `schema=` names the schema (default `toolwire`) and
+    `pool_size=` the connections per process (default 10).
 
     Raises:
         StoreError: An unknown scheme or a malformed URL, or a Redis or PostgreSQL URL
@@ -130,14 +132,24 @@ def _redis_store(url: str) -> Store:
         raise StoreError(
             f"the store {redact_url(url)} needs redis-py: pip install 'toolwire[redis]'"
         ) from None
-    # `prefix` is ours, not redis-py's: take it out of the query string.
+    # `prefix` and `allow_volatile` are ours, not redis-py's: take them out of the query.
     base, _, query = url.partition("?")
     pairs = parse_qsl(query, keep_blank_values=True)
-    prefixes = [value for key, value in pairs if key == "prefix"]
-    if not prefixes:
-        return RedisStore(url)
-    rest = urlencode([(key, value) for key, value in pairs if key != "prefix"])
-    return RedisStore(f"{base}?{rest}" if rest else base, prefix=prefixes[-1])
+    ours = {key: value for key, value in pairs if key in ("prefix", "allow_volatile")}
+    volatile = ours.get("allow_volatile", "false").strip().lower()
+    if volatile not in _BOOLEANS:
+        raise StoreError(
+            f"allow_volatile={volatile!r} in the store URL {redact_url(url)}: use true or false"
+        )
+    rest = urlencode([(key, value) for key, value in pairs if key not in ours])
+    return RedisStore(
+        f"{base}?{rest}" if rest else base,
+        prefix=ours.get("prefix", "toolwire:"),
+        allow_volatile=_BOOLEANS[volatile],
+    )
+
+
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 def _postgres_store(url: str) -> Store:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 from urllib.parse import parse_qs, urlsplit
@@ -66,6 +67,11 @@ from toolwire.store.base import (
 )
 
 __all__ = ["SCHEMA_VERSION", "RedisStore"]
+
+logger = logging.getLogger("toolwire.store")
+
+_WARNED: set[tuple[str, str]] = set()
+"""(URL, prefix) of the volatile Redis stores this process has warned about."""
 
 _PRUNE_BATCH = 500
 """Records one prune script looks at: Redis runs nothing else while a script runs."""
@@ -298,6 +304,9 @@ class RedisStore:
         connect_timeout: Seconds to wait for a connection.
         timeout: Seconds to wait for an answer. Both are short so a dead Redis fails a
             request in a few seconds instead of hanging it.
+        allow_volatile: Open a Redis whose persistence cannot keep the at-most-once
+            promise (see `durability_problems`), with one warning, instead of refusing it.
+            In a store URL: `?allow_volatile=true`.
     """
 
     durable = True
@@ -309,9 +318,11 @@ class RedisStore:
         *,
         connect_timeout: float = 2.0,
         timeout: float = 3.0,
+        allow_volatile: bool = False,
     ) -> None:
         self.url = redact_url(url)
         self.prefix = prefix
+        self.allow_volatile = allow_volatile
         self._full_url = url
         self._connect_timeout = connect_timeout
         self._timeout = timeout
@@ -334,6 +345,7 @@ class RedisStore:
             raise StoreError(f"invalid Redis URL {self.url}: {e}") from None
         self._client = client
         try:
+            await self._check_durability(client)
             with self._errors():
                 schema = self._key("schema")
                 await client.set(schema, SCHEMA_VERSION, nx=True)
@@ -360,6 +372,55 @@ class RedisStore:
             _PRUNE_AUDIT,
         )
         self._scripts = {text: client.register_script(text) for text in lua}
+
+    async def _check_durability(self, client: aioredis.Redis) -> None:
+        """Refuse (or, allowed, warn once) when Redis could lose an acknowledged write."""
+        problems = await self._durability_problems(client)
+        if not problems:
+            return
+        what = "; ".join(problems)
+        if not self.allow_volatile:
+            raise StoreError(
+                f"Redis at {self.url} could lose writes toolwire must keep (a lost `used` mark "
+                f"lets an approved call run twice): {what}. Set appendonly yes, appendfsync "
+                "everysec or always (everysec may lose the last second of writes if the "
+                "machine fails; always loses none) and maxmemory-policy noeviction (or a "
+                "volatile-* policy), or add allow_volatile=true to the store URL to run anyway"
+            )
+        key = (self.url, self.prefix)
+        if key not in _WARNED:
+            _WARNED.add(key)
+            logger.warning(
+                "Redis at %s could lose writes (%s); allowed by allow_volatile: an approved "
+                "call may run twice after a Redis restart",
+                self.url,
+                what,
+            )
+
+    async def _durability_problems(self, client: aioredis.Redis) -> list[str]:
+        """What in the server's settings could lose an acknowledged write; [] if nothing."""
+        settings: dict[str, str] = {}
+        try:
+            with self._errors():
+                for name in ("appendonly", "appendfsync", "maxmemory-policy"):
+                    reply = cast("dict[Any, Any]", await client.config_get(name))
+                    settings |= {_str(k): _str(v) for k, v in reply.items()}
+        except StoreUnavailable:
+            raise
+        except StoreError as e:
+            # CONFIG renamed or disabled (managed Redis services do this), or denied by ACL.
+            return [f"its persistence settings cannot be read ({e}), so they cannot be checked"]
+        problems = []
+        if settings.get("appendonly") != "yes":
+            problems.append(f"appendonly is {settings.get('appendonly', 'unknown')}")
+        if settings.get("appendfsync") not in ("always", "everysec"):
+            problems.append(f"appendfsync is {settings.get('appendfsync', 'unknown')}")
+        policy = settings.get("maxmemory-policy", "unknown")
+        # volatile-* policies evict only keys with an expiry: the cache and memory entries,
+        # never a run, an approval or the audit log.
+        if policy != "noeviction" and not policy.startswith("volatile-"):
+            problems.append(f"maxmemory-policy is {policy} (it may evict runs and approvals)")
+        return problems
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
