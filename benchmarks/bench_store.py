@@ -19,6 +19,9 @@ request sees, not a throughput ceiling) of:
   and using the approval in one step, `transition_run` fenced by the holder to finish
   (four writes, counted as one operation).
 
+`python benchmarks/bench_store.py listing` prints only the per-key listing figures (see
+`listing`).
+
 SQLite runs with `synchronous=FULL` and PostgreSQL with `synchronous_commit=on` (an fsync
 per commit, see their modules), so their write figures are those of the disk under them.
 """
@@ -221,8 +224,70 @@ async def _postgres() -> AsyncIterator[Store]:
             await _drop_schema(url, schema)
 
 
+async def bench_listing(name: str, store: Store, others: int = 20_000) -> None:
+    """One key's 10 pending approvals listed alone, then beside `others` of another key's
+    (issue 22 measured 3.3 s on Redis, whose status index held every key's)."""
+    now = time.time()
+    tag = uuid.uuid4().hex[:8]
+
+    def approval(who: str, i: int) -> ApprovalRecord:
+        return ApprovalRecord(
+            id=f"appr_{tag}_{who}_{i}",
+            run_id=f"run_{tag}_{who}",
+            call_id=f"call_{i}",
+            tool="delete_file",
+            arguments='{"path":"/tmp/x"}',
+            arguments_hash=arguments_hash({"path": "/tmp/x"}),
+            requested_by=f"{who}_{tag}",
+            created_at=now - i,
+            expires_at=now + 3600,
+        )
+
+    async def list_mine() -> float:
+        await store.list_approvals(requested_by=f"alice_{tag}", status="pending", now=now)
+        times = []
+        for _ in range(20):
+            start = time.perf_counter()
+            found = await store.list_approvals(
+                requested_by=f"alice_{tag}", status="pending", now=now
+            )
+            times.append(time.perf_counter() - start)
+            assert len(found) == 10, len(found)
+        return statistics.median(times) * 1000
+
+    await store.add_approvals([approval("alice", i) for i in range(10)])
+    alone = await list_mine()
+    for start in range(0, others, 500):
+        await store.add_approvals([approval("bob", i) for i in range(start, start + 500)])
+    beside = await list_mine()
+    print(
+        f"{name:<8} one key's 10 pending approvals: {alone:7.2f} ms alone, "
+        f"{beside:7.2f} ms beside another key's {others:,}"
+    )
+
+
+async def listing() -> None:
+    await bench_listing("memory", MemoryStore())
+    with tempfile.TemporaryDirectory() as tmp:
+        sqlite = SqliteStore(Path(tmp) / "state.db")
+        await sqlite.open()
+        try:
+            await bench_listing("sqlite", sqlite)
+        finally:
+            await sqlite.aclose()
+    for name, opener in (("redis", _redis), ("postgres", _postgres)):
+        try:
+            async with opener() as store:
+                await bench_listing(name, store)
+        except (ModuleNotFoundError, StoreError) as e:
+            print(f"{name} skipped: {e}")
+
+
 async def main() -> None:
     print(f"Python {sys.version.split()[0]} on {sys.platform}")
+    if sys.argv[1:] == ["listing"]:
+        await listing()
+        return
     results: dict[str, dict[str, float | str]] = {}
     calls = {"memory": 5000, "sqlite": 300, "redis": 1000, "postgres": 300}
     results["memory"] = await bench(MemoryStore(), calls["memory"])

@@ -6,10 +6,12 @@ Key layout (every key starts with the prefix, `toolwire:` by default):
 schema                        the layout's version (an integer)
 run:{id}                      hash, one field per RunRecord attribute, each value JSON
 runs                          sorted set of run ids by created_at; also
-runs:status:{s}, runs:owner:{o}
+runs:status:{s}, runs:owner:{o}, runs:owner-status:{s}:{o}
+runs:updated                  sorted set of run ids by updated_at (retention)
 approval:{id}                 hash, as runs
 approvals                     sorted set of approval ids by created_at; also
-approvals:status:{s}, approvals:run:{id}, approvals:requester:{name}
+approvals:status:{s}, approvals:run:{id}, approvals:requester:{name},
+approvals:requester-status:{s}:{name}
 audit                         stream; record n is entry `0-n`, its JSON in field `r`
 audit:last                    the last audit id given out (INCR)
 audit:pruned                  the highest audit id retention removed (XTRIM MINID)
@@ -76,7 +78,7 @@ _WARNED: set[tuple[str, str]] = set()
 _PRUNE_BATCH = 500
 """Records one prune script looks at: Redis runs nothing else while a script runs."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The key layout's version; raise it, with a migration in `open`, when the layout changes."""
 
 _Record = TypeVar("_Record", RunRecord, ApprovalRecord)
@@ -99,21 +101,51 @@ end
 local function approval_status(key)
   return text(redis.call('HGET', key, 'status'))
 end
+-- The index sets a record is in. `op` is 'ZADD' (with a score) or 'ZREM'. Owner and
+-- requester come last in the combined keys: a name may hold ':', a status never does.
+local function run_indexes(op, id, score, status, owner, updated)
+  local function call(key)
+    if op == 'ZADD' then redis.call('ZADD', key, score, id) else redis.call('ZREM', key, id) end
+  end
+  if op == 'ZADD' then
+    redis.call('ZADD', prefix .. 'runs:updated', updated, id)
+  else
+    redis.call('ZREM', prefix .. 'runs:updated', id)
+  end
+  call(prefix .. 'runs')
+  call(prefix .. 'runs:status:' .. status)
+  if owner then
+    call(prefix .. 'runs:owner:' .. owner)
+    call(prefix .. 'runs:owner-status:' .. status .. ':' .. owner)
+  end
+end
+local function approval_status_indexes(op, id, score, status, requester)
+  local function call(key)
+    if op == 'ZADD' then redis.call('ZADD', key, score, id) else redis.call('ZREM', key, id) end
+  end
+  call(prefix .. 'approvals:status:' .. status)
+  if requester then call(prefix .. 'approvals:requester-status:' .. status .. ':' .. requester) end
+end
+local function approval_indexes(op, id, score, status, run, requester)
+  local function call(key)
+    if op == 'ZADD' then redis.call('ZADD', key, score, id) else redis.call('ZREM', key, id) end
+  end
+  call(prefix .. 'approvals')
+  if run then call(prefix .. 'approvals:run:' .. run) end
+  if requester then call(prefix .. 'approvals:requester:' .. requester) end
+  approval_status_indexes(op, id, score, status, requester)
+end
 local function add_approval(key, a)
   redis.call('HSET', key, unpack(a.fields))
-  redis.call('ZADD', prefix .. 'approvals', a.score, a.id)
-  redis.call('ZADD', prefix .. 'approvals:status:' .. a.status, a.score, a.id)
-  redis.call('ZADD', prefix .. 'approvals:run:' .. a.run_id, a.score, a.id)
-  if a.requested_by then
-    redis.call('ZADD', prefix .. 'approvals:requester:' .. a.requested_by, a.score, a.id)
-  end
+  approval_indexes('ZADD', a.id, a.score, a.status, a.run_id, a.requested_by)
 end
 local function decide(key, id, old, a)
   redis.call('HSET', key, unpack(a.fields))
   if a.status ~= old then
     local score = redis.call('ZSCORE', prefix .. 'approvals', id)
-    redis.call('ZREM', prefix .. 'approvals:status:' .. old, id)
-    redis.call('ZADD', prefix .. 'approvals:status:' .. a.status, score, id)
+    local requester = text(redis.call('HGET', key, 'requested_by'))
+    approval_status_indexes('ZREM', id, score, old, requester)
+    approval_status_indexes('ZADD', id, score, a.status, requester)
   end
 end
 local function number(raw)  -- a stored JSON number, else nil
@@ -164,18 +196,10 @@ end
 local new_keys = {unpack(KEYS, 2 + #plan.decide)}
 local id = taken(new_keys, plan.add)
 if id then return {id} end
-if status then
-  redis.call('ZREM', prefix .. 'runs:status:' .. status, plan.id)
-  local owner = text(old[2])
-  if owner then redis.call('ZREM', prefix .. 'runs:owner:' .. owner, plan.id) end
-end
+if status then run_indexes('ZREM', plan.id, nil, status, text(old[2])) end
 redis.call('DEL', key)
 redis.call('HSET', key, 'version', version + 1, unpack(plan.fields))
-redis.call('ZADD', prefix .. 'runs', plan.score, plan.id)
-redis.call('ZADD', prefix .. 'runs:status:' .. plan.status, plan.score, plan.id)
-if plan.owner then
-  redis.call('ZADD', prefix .. 'runs:owner:' .. plan.owner, plan.score, plan.id)
-end
+run_indexes('ZADD', plan.id, plan.score, plan.status, plan.owner, plan.updated)
 for i, a in ipairs(plan.decide) do decide(KEYS[1 + i], a.id, decided[i], a) end
 for i, a in ipairs(plan.add) do add_approval(new_keys[i], a) end
 return 1
@@ -209,13 +233,7 @@ for i = 4, #ARGV do
   if status and created and created < before and run_status ~= 'running'
      and (status == 'denied' or status == 'used' or expired(key, now)) then
     redis.call('DEL', key)
-    redis.call('ZREM', prefix .. 'approvals', id)
-    redis.call('ZREM', prefix .. 'approvals:status:' .. status, id)
-    if run then redis.call('ZREM', prefix .. 'approvals:run:' .. run, id) end
-    local requester = text(a[4])
-    if requester then
-      redis.call('ZREM', prefix .. 'approvals:requester:' .. requester, id)
-    end
+    approval_indexes('ZREM', id, nil, status, run, text(a[4]))
     deleted = deleted + 1
   end
 end
@@ -242,10 +260,7 @@ for i = 4, #ARGV do
   end
   if gone then
     redis.call('DEL', key)
-    redis.call('ZREM', prefix .. 'runs', id)
-    redis.call('ZREM', prefix .. 'runs:status:' .. status, id)
-    local owner = text(r[3])
-    if owner then redis.call('ZREM', prefix .. 'runs:owner:' .. owner, id) end
+    run_indexes('ZREM', id, nil, status, text(r[3]))
     deleted = deleted + 1
   end
 end
@@ -260,6 +275,42 @@ local trimmed = redis.call('XTRIM', KEYS[1], 'MINID', '0-' .. ARGV[1])
 local pruned = tonumber(redis.call('GET', KEYS[2])) or 0
 if tonumber(ARGV[1]) - 1 > pruned then redis.call('SET', KEYS[2], tonumber(ARGV[1]) - 1) end
 return trimmed
+"""
+
+# Layout 1 -> 2: the combined owner/requester and status indexes, for the records among
+# ARGV[3..] of kind ARGV[2] ('run' or 'approval'). Adding to a set twice is harmless, so
+# two replicas migrating at once, or a migration cut short and run again, end the same.
+_MIGRATE_1 = (
+    _LIB
+    + """
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  if ARGV[2] == 'run' then
+    local r = redis.call('HMGET', prefix .. 'run:' .. id, 'status', 'owner', 'updated_at')
+    local status, owner, updated = text(r[1]), text(r[2]), number(r[3])
+    if status and owner then
+      local score = redis.call('ZSCORE', prefix .. 'runs', id)
+      redis.call('ZADD', prefix .. 'runs:owner-status:' .. status .. ':' .. owner, score, id)
+    end
+    if updated then redis.call('ZADD', prefix .. 'runs:updated', r[3], id) end
+  else
+    local a = redis.call('HMGET', prefix .. 'approval:' .. id, 'status', 'requested_by')
+    local status, requester = text(a[1]), text(a[2])
+    if status and requester then
+      local score = redis.call('ZSCORE', prefix .. 'approvals', id)
+      approval_status_indexes('ZADD', id, score, status, requester)
+    end
+  end
+end
+return 0
+"""
+)
+
+_SET_SCHEMA = """
+if tonumber(redis.call('GET', KEYS[1])) == tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[2])
+end
+return 0
 """
 
 # Insert approvals, all or none. KEYS: their hashes. Returns the id taken, or nil.
@@ -344,22 +395,6 @@ class RedisStore:
         except ValueError as e:
             raise StoreError(f"invalid Redis URL {self.url}: {e}") from None
         self._client = client
-        try:
-            await self._check_durability(client)
-            with self._errors():
-                schema = self._key("schema")
-                await client.set(schema, SCHEMA_VERSION, nx=True)
-                version = int(await client.get(schema) or 0)
-        except BaseException:
-            await self.aclose()
-            raise
-        if version > SCHEMA_VERSION:
-            await self.aclose()
-            raise StoreError(
-                f"Redis at {self.url} (prefix {self.prefix!r}) holds data of a newer toolwire "
-                f"(schema version {version}, this one knows up to {SCHEMA_VERSION}); upgrade "
-                "toolwire or use another prefix or database"
-            )
         # Sent by SHA (EVALSHA), and in full only when Redis does not know them yet.
         lua = (
             _WRITE_RUN,
@@ -370,8 +405,64 @@ class RedisStore:
             _PRUNE_APPROVALS,
             _PRUNE_RUNS,
             _PRUNE_AUDIT,
+            _MIGRATE_1,
+            _SET_SCHEMA,
         )
         self._scripts = {text: client.register_script(text) for text in lua}
+        try:
+            await self._check_durability(client)
+            with self._errors():
+                schema = self._key("schema")
+                await client.set(schema, SCHEMA_VERSION, nx=True)
+                version = int(await client.get(schema) or 0)
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"Redis at {self.url} (prefix {self.prefix!r}) holds data of a newer "
+                    f"toolwire (schema version {version}, this one knows up to "
+                    f"{SCHEMA_VERSION}); upgrade toolwire or use another prefix or database"
+                )
+            if version < SCHEMA_VERSION:
+                await self._migrate(version)
+            await self._check_audit()
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def _check_audit(self) -> None:
+        """Warn when the audit stream lost entries that retention did not remove: Redis
+        cannot refuse an XDEL or a DEL, but the counters show one happened."""
+        with self._errors():
+            pipe = self._redis().pipeline(transaction=True)
+            pipe.xlen(self._key("audit"))
+            pipe.get(self._key("audit:last"))
+            pipe.get(self._key("audit:pruned"))
+            length, last, pruned = await pipe.execute()
+        missing = int(last or 0) - int(pruned or 0) - int(length)
+        if missing > 0:
+            logger.warning(
+                "the audit log in Redis at %s (prefix %r) lacks %d records that retention did "
+                "not remove: something deleted them (XDEL, XTRIM or DEL); restrict those "
+                "commands with an ACL",
+                self.url,
+                self.prefix,
+                missing,
+            )
+
+    async def _migrate(self, version: int) -> None:
+        """Bring data of layout `version` to `SCHEMA_VERSION` (only 1 -> 2 so far)."""
+        for kind, index in (("run", "runs"), ("approval", "approvals")):
+            start = 0
+            while True:
+                with self._errors():
+                    ids = await self._redis().zrange(
+                        self._key(index), start, start + _PRUNE_BATCH - 1
+                    )
+                if not ids:
+                    break
+                await self._eval(_MIGRATE_1, [], [self.prefix, kind, *ids])
+                start += len(ids)
+        # Only from the version migrated: a newer toolwire may have moved it on meanwhile.
+        await self._eval(_SET_SCHEMA, [self._key("schema")], [version, SCHEMA_VERSION])
 
     async def _check_durability(self, client: aioredis.Redis) -> None:
         """Refuse (or, allowed, warn once) when Redis could lose an acknowledged write."""
@@ -543,6 +634,7 @@ class RedisStore:
             "id": run.id,
             "score": _score(run.created_at),
             "status": run.status,
+            "updated": _score(run.updated_at),
             "fields": _fields(run, skip="version"),
         }
         if run.owner is not None:
@@ -564,7 +656,9 @@ class RedisStore:
     async def list_runs(
         self, *, status: RunStatus | None = None, owner: str | None = None, limit: int = 100
     ) -> list[RunRecord]:
-        if owner is not None:
+        if owner is not None and status is not None:
+            index = self._key("runs:owner-status", status, owner)
+        elif owner is not None:
             index = self._key("runs:owner", owner)
         elif status is not None:
             index = self._key("runs:status", status)
@@ -603,10 +697,13 @@ class RedisStore:
         now: float,
         limit: int = 100,
     ) -> list[ApprovalRecord]:
-        # The narrowest index: a run's approvals are few, and so are the pending ones
-        # (effective status `pending` implies stored `pending`; not so for `expired`).
+        # The narrowest index: a run's approvals are few, and one key's in one status walk
+        # none of another key's (effective status `pending` implies stored `pending`; not
+        # so for `expired`, which walks the key's or everyone's history).
         if run_id is not None:
             index = self._key("approvals:run", run_id)
+        elif requested_by is not None and status is not None and status != "expired":
+            index = self._key("approvals:requester-status", status, requested_by)
         elif status is not None and status != "expired":
             index = self._key("approvals:status", status)
         elif requested_by is not None:
@@ -673,16 +770,17 @@ class RedisStore:
         audit_before: float | None = None,
         now: float,
     ) -> PruneCounts:
-        # Approvals first, as in every backend. Candidates come from the created_at indexes
-        # in batches; each batch's script checks every rule again, atomically, so a record
-        # that changed since it was read is kept, and prunes running at once agree.
+        # Approvals first, as in every backend. Candidates come in batches from the indexes
+        # by created_at (approvals) and updated_at (runs); each batch's script checks every
+        # rule again, atomically, so a record that changed since it was read is kept, and
+        # prunes running at once agree.
         approvals = runs = audit = 0
         if approvals_before is not None:
             approvals = await self._prune_index(
                 "approvals", _PRUNE_APPROVALS, approvals_before, now
             )
         if runs_before is not None:
-            runs = await self._prune_index("runs", _PRUNE_RUNS, runs_before, now)
+            runs = await self._prune_index("runs:updated", _PRUNE_RUNS, runs_before, now)
         if audit_before is not None:
             audit = await self._prune_audit(audit_before)
         return PruneCounts(runs=runs, approvals=approvals, audit=audit)
