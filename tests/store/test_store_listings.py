@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
-from store_support import NOW, approval_record, run_record
+import pytest
+from store_support import NOW, Backend, approval_record, run_record
 
 from toolwire.store import Store
 
@@ -68,3 +70,37 @@ async def test_one_owners_runs_by_status_follow_every_change(store: Store) -> No
     await store.prune(runs_before=NOW, now=NOW)
     assert await store.list_runs(owner="carol", status="completed") == []
     assert [r.id for r in await store.list_runs(owner="bob", status="running")] == [other.id]
+
+
+async def test_approvals_page_past_a_thousand_with_a_cursor(backend: Backend) -> None:
+    if backend.name == "postgres":
+        pytest.skip("Store.list_approvals has no `before` yet (base.py); PostgresStore neither")
+    store = await backend.open()
+    # Three at each created_at: the cursor must split ties by id, in both directions.
+    approvals = [
+        approval_record(id=f"appr_{i:05d}", created_at=NOW + i // 3, requested_by="alice")
+        for i in range(1100)
+    ]
+    approvals += [approval_record(requested_by="bob", created_at=NOW + 5)]
+    for start in range(0, len(approvals), 250):
+        await store.add_approvals(approvals[start : start + 250])
+    newest_first = sorted(
+        (a for a in approvals if a.requested_by == "alice"),
+        key=lambda a: (a.created_at, a.id),
+        reverse=True,
+    )
+
+    async def pages(**filters: Any) -> list[str]:
+        seen: list[str] = []
+        before = None
+        while page := await store.list_approvals(now=NOW, limit=97, before=before, **filters):  # type: ignore[call-arg]
+            seen += [a.id for a in page]
+            before = (page[-1].created_at, page[-1].id)
+        return seen
+
+    expected = [a.id for a in newest_first]
+    assert await pages(requested_by="alice") == expected
+    assert await pages(requested_by="alice", status="pending") == expected
+    everyone = await pages()
+    assert len(everyone) == len(approvals)
+    assert len(set(everyone)) == len(approvals)

@@ -146,6 +146,7 @@ class MemoryStore:
         run_id: str | None = None,
         now: float,
         limit: int = 100,
+        before: tuple[float, str] | None = None,
     ) -> list[ApprovalRecord]:
         found = [
             a
@@ -153,6 +154,7 @@ class MemoryStore:
             if (status is None or a.effective_status(now) == status)
             and (requested_by is None or a.requested_by == requested_by)
             and (run_id is None or a.run_id == run_id)
+            and (before is None or (a.created_at, a.id) < before)
         ]
         found.sort(key=lambda a: (a.created_at, a.id), reverse=True)
         return copy.deepcopy(found[: max(limit, 0)])

@@ -578,14 +578,29 @@ class RedisStore:
         index: str,
         keep: Callable[[_Record], bool],
         limit: int,
+        before: tuple[float, str] | None = None,
     ) -> list[_Record]:
-        """Up to `limit` records from `index`, newest first, that `keep(record)` accepts."""
+        """Up to `limit` records from `index`, newest first, that `keep(record)` accepts;
+        with `before`, only those whose (created_at, id) is smaller."""
         found: list[_Record] = []
+        top = "+inf"
+        if before is not None:
+            # Members of one score come in id order (Redis orders ties by member), so the
+            # cursor's own score is read whole and cut by id; the rest starts below it.
+            score, last_id = repr(float(before[0])), before[1]
+            with self._errors():
+                tied = cast("list[bytes]", await self._redis().zrangebyscore(index, score, score))
+            ids = sorted((i for i in tied if _str(i) < last_id), reverse=True)
+            found += [r for r in await self._load(cls, ids) if keep(r)]
+            top = f"({score}"
         start, chunk = 0, max(limit, 100)
         while len(found) < limit:
             with self._errors():
                 ids = cast(
-                    "list[bytes]", await self._redis().zrevrange(index, start, start + chunk - 1)
+                    "list[bytes]",
+                    await self._redis().zrevrangebyscore(
+                        index, top, "-inf", start=start, num=chunk
+                    ),
                 )
             if not ids:
                 break
@@ -696,6 +711,7 @@ class RedisStore:
         run_id: str | None = None,
         now: float,
         limit: int = 100,
+        before: tuple[float, str] | None = None,
     ) -> list[ApprovalRecord]:
         # The narrowest index: a run's approvals are few, and one key's in one status walk
         # none of another key's (effective status `pending` implies stored `pending`; not
@@ -719,6 +735,7 @@ class RedisStore:
                 and (run_id is None or a.run_id == run_id)
             ),
             limit,
+            before,
         )
 
     async def update_approval(

@@ -490,8 +490,12 @@ class SqliteStore:
         run_id: str | None = None,
         now: float,
         limit: int = 100,
+        before: tuple[float, str] | None = None,
     ) -> list[ApprovalRecord]:
         clauses, params = _equal({"requested_by": requested_by, "run_id": run_id})
+        if before is not None:  # the next page, newest first: what sorts after the cursor
+            clauses.append("(created_at, id) < (?, ?)")
+            params += [float(before[0]), before[1]]
         # The same rule as `ApprovalRecord.effective_status`.
         if status in ("pending", "approved"):
             clauses.append("status = ? AND expires_at > ?")
