@@ -17,6 +17,7 @@ two replicas), exactly one wins; the other gets 409.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Literal, cast
 
@@ -366,11 +367,15 @@ def _float_param(value: str | None, name: str) -> float | None:
     if value is None:
         return None
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
+        number = math.nan
+    # float() reads "nan" and "inf" too: no time, and nan would match no record silently.
+    if not math.isfinite(number):
         raise GatewayError(
             400, f"{name} must be a Unix time in seconds, not {value!r}.", param=name
-        ) from None
+        )
+    return number
 
 
 routes = [
