@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from store_support import NOW, approval_record, audit_record, run_record
 
-from toolwire.store import StoreError, StoreUnavailable, open_store
+from toolwire.store import AuditQuery, StoreError, StoreUnavailable, open_store
 from toolwire.store.redis import SCHEMA_VERSION, RedisStore
 
 
@@ -346,3 +346,20 @@ async def test_an_audit_entry_deleted_by_hand_is_reported(
     await store.open()
     await store.aclose()
     assert "lacks 1 records that retention did not remove" in caplog.text
+
+
+async def test_a_lost_audit_counter_does_not_stop_appends(redis_url: str, prefix: str) -> None:
+    # The issue: a lost audit head breaks every later write tool (XADD refuses an id not
+    # above the stream's last).
+    import redis.asyncio as aioredis
+
+    store = RedisStore(redis_url, prefix=prefix, allow_volatile=True)
+    await store.open()
+    first = [await store.append_audit(audit_record()) for _ in range(3)]
+    client = aioredis.Redis.from_url(redis_url)
+    await client.delete(f"{prefix}audit:last")
+    await client.aclose()
+    later = [await store.append_audit(audit_record()) for _ in range(2)]
+    assert later == [first[-1] + 1, first[-1] + 2]
+    assert [r.id for r in await store.list_audit(AuditQuery())] == first + later
+    await store.aclose()

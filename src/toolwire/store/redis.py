@@ -337,10 +337,22 @@ return 1
 """
 )
 
-# Ids and stream order agree because both are taken in one atomic step.
+# Ids and stream order agree because both are taken in one atomic step. A counter behind
+# the stream (reset, or lost while the stream was not) would make every XADD fail, and
+# with it every write tool: the append then goes on after the stream's last id.
 _APPEND_AUDIT = """
 local id = redis.call('INCR', KEYS[1])
-redis.call('XADD', KEYS[2], '0-' .. id, 'r', ARGV[1])
+local added = redis.pcall('XADD', KEYS[2], '0-' .. id, 'r', ARGV[1])
+if type(added) == 'table' and added.err then
+  local info = redis.call('XINFO', 'STREAM', KEYS[2])
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then
+      id = tonumber(string.match(info[i + 1], '-(%d+)$')) + 1
+    end
+  end
+  redis.call('SET', KEYS[1], id)
+  redis.call('XADD', KEYS[2], '0-' .. id, 'r', ARGV[1])
+end
 return id
 """
 
