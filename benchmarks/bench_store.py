@@ -20,7 +20,8 @@ request sees, not a throughput ceiling) of:
   (four writes, counted as one operation).
 
 `python benchmarks/bench_store.py listing` prints only the per-key listing figures (see
-`listing`).
+`bench_listing`); `python benchmarks/bench_store.py prune` only the retention figures (see
+`bench_prune`).
 
 SQLite runs with `synchronous=FULL` and PostgreSQL with `synchronous_commit=on` (an fsync
 per commit, see their modules), so their write figures are those of the disk under them.
@@ -44,6 +45,7 @@ from toolwire.store import (
     ApprovalRecord,
     AuditRecord,
     MemoryStore,
+    PruneCounts,
     RunRecord,
     SqliteStore,
     Store,
@@ -266,27 +268,93 @@ async def bench_listing(name: str, store: Store, others: int = 20_000) -> None:
     )
 
 
-async def listing() -> None:
-    await bench_listing("memory", MemoryStore())
+async def bench_prune(name: str, store: Store) -> None:
+    """`prune` of 2 000 final runs, 10 000 used approvals and 5 000 audit records, all past
+    retention, beside as many of each that are kept; the time of the whole prune, and of a
+    second one that finds nothing."""
+    now = time.time()
+    old, new = now - 100 * 86400, now - 60
+    tag = uuid.uuid4().hex[:8]
+    for at, kind in ((old, "old"), (new, "new")):
+        for i in range(2000):
+            run = RunRecord(
+                id=f"run_{tag}_{kind}_{i}",
+                status="completed",
+                state={},
+                created_at=at,
+                updated_at=at,
+            )
+            approvals = [
+                ApprovalRecord(
+                    id=f"appr_{tag}_{kind}_{i}_{j}",
+                    run_id=run.id,
+                    call_id=f"call_{j}",
+                    tool="delete_file",
+                    arguments="{}",
+                    arguments_hash=arguments_hash({}),
+                    status="used",
+                    created_at=at,
+                    expires_at=at + 600,
+                )
+                for j in range(5)
+            ]
+            await store.put_run(run, approvals=approvals)
+        for i in range(5000):
+            await store.append_audit(
+                AuditRecord(
+                    time=at,
+                    event="finished",
+                    tool="delete_file",
+                    effects="destructive",
+                    arguments_hash="sha256:00",
+                    arguments=None,
+                    call_id=f"call_{i}",
+                )
+            )
+    cut = now - 30 * 86400
+
+    async def prune() -> tuple[PruneCounts, float]:
+        start = time.perf_counter()
+        counts = await store.prune(runs_before=cut, approvals_before=cut, audit_before=cut, now=now)
+        return counts, (time.perf_counter() - start) * 1000
+
+    (counts, first), (_, again) = await prune(), await prune()
+    print(
+        f"{name:<8} prune deleted {counts.runs:,} runs, {counts.approvals:,} approvals and "
+        f"{counts.audit:,} audit records in {first:7.1f} ms; again, deleting nothing: "
+        f"{again:5.1f} ms"
+    )
+
+
+async def each_backend(measure: Callable[[str, Store], Awaitable[None]]) -> None:
+    """`measure(name, store)` on a fresh store of every backend that answers."""
+    await measure("memory", MemoryStore())
     with tempfile.TemporaryDirectory() as tmp:
         sqlite = SqliteStore(Path(tmp) / "state.db")
         await sqlite.open()
         try:
-            await bench_listing("sqlite", sqlite)
+            await measure("sqlite", sqlite)
         finally:
             await sqlite.aclose()
     for name, opener in (("redis", _redis), ("postgres", _postgres)):
         try:
             async with opener() as store:
-                await bench_listing(name, store)
+                await measure(name, store)
         except (ModuleNotFoundError, StoreError) as e:
             print(f"{name} skipped: {e}")
+
+
+async def listing() -> None:
+    await each_backend(bench_listing)
 
 
 async def main() -> None:
     print(f"Python {sys.version.split()[0]} on {sys.platform}")
     if sys.argv[1:] == ["listing"]:
         await listing()
+        return
+    if sys.argv[1:] == ["prune"]:
+        await each_backend(bench_prune)
         return
     results: dict[str, dict[str, float | str]] = {}
     calls = {"memory": 5000, "sqlite": 300, "redis": 1000, "postgres": 300}
