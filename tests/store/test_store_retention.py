@@ -100,15 +100,6 @@ async def test_approvals_that_can_no_longer_change_are_deleted(store: Store) -> 
 async def test_audit_is_pruned_oldest_first_and_ids_are_never_reused(
     backend: Backend, store: Store, request: pytest.FixtureRequest
 ) -> None:
-    if backend.name == "postgres":
-        # Strict: once PostgreSQL's prune cuts a prefix too, this marker must go.
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="PostgresStore.prune deletes every record older than the cut, also one "
-                "after a newer record (a hole); the other backends cut the log at its head",
-            )
-        )
     times = [OLD + i / 10 for i in range(520)] + [NEW, OLD, NEW + 1]  # past one prune batch
     ids = [
         await store.append_audit(audit_record(time=t, call_id=f"c{i}")) for i, t in enumerate(times)

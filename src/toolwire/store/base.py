@@ -358,8 +358,11 @@ class Store(Protocol):
         run_id: str | None = None,
         now: float,
         limit: int = 100,
+        before: tuple[float, str] | None = None,
     ) -> list[ApprovalRecord]:
-        """Newest first; `status` compares `effective_status(now)`."""
+        """Newest first; `status` compares `effective_status(now)`; `before` is a cursor:
+        only approvals whose `(created_at, id)` sorts before it (the last one of the
+        previous page)."""
         ...
 
     async def update_approval(

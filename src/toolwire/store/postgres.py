@@ -470,8 +470,12 @@ class PostgresStore:
         run_id: str | None = None,
         now: float,
         limit: int = 100,
+        before: tuple[float, str] | None = None,
     ) -> list[ApprovalRecord]:
         clauses, params = _equal({"requested_by": requested_by, "run_id": run_id})
+        if before is not None:  # the next page, newest first: what sorts after the cursor
+            clauses.append("(created_at, id) < (%s, %s)")
+            params += [float(before[0]), before[1]]
         # The same rule as `ApprovalRecord.effective_status`.
         if status in ("pending", "approved"):
             clauses.append("status = %s AND expires_at > %s")
@@ -577,7 +581,13 @@ class PostgresStore:
                 await conn.execute(
                     "SELECT set_config('toolwire.audit_before', %s, true)", [repr(audit_before)]
                 )
-                cursor = await conn.execute("DELETE FROM audit WHERE time < %s", [audit_before])
+                # Only the log's head: up to the first record at or after the cut, so a
+                # record older than the cut written after a newer one stays (no holes).
+                cursor = await conn.execute(
+                    "DELETE FROM audit WHERE id < COALESCE("
+                    "(SELECT min(id) FROM audit WHERE time >= %s), 9223372036854775807)",
+                    [audit_before],
+                )
                 audit = cursor.rowcount
         return PruneCounts(runs=runs, approvals=approvals, audit=audit)
 
