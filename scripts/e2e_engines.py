@@ -79,14 +79,17 @@ def paths(cache: Path) -> dict[str, Path]:
     }
 
 
-def _stamp(path: Path) -> Path:
-    return path.parent / ".complete"
+def _stamp(cache: Path, path: Path) -> Path:
+    """The file that says the item holding `path` was built to the end (written last)."""
+    return cache / path.relative_to(cache).parts[0] / ".complete"
 
 
 def missing(cache: Path) -> list[str]:
     """The items not (completely) built."""
     return [
-        name for name, path in paths(cache).items() if not (path.exists() and _stamp(path).exists())
+        name
+        for name, path in paths(cache).items()
+        if not (path.exists() and _stamp(cache, path).exists())
     ]
 
 
@@ -232,7 +235,9 @@ def build(cache: Path) -> None:
             target = paths(cache)[name]
             started = time.monotonic()
             _BUILDERS[name](cache, target)
-            _stamp(target).write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+            _stamp(cache, target).write_text(
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+            )
             _say(f"{name}: {target} ({time.monotonic() - started:.0f} s)")
 
 

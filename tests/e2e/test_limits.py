@@ -15,6 +15,16 @@ def _slot(target: Target) -> dict[str, object]:
     return slot
 
 
+def _busy_within(target: Target, busy: bool, seconds: float = 5) -> bool:
+    """Whether the one slot's `is_processing` becomes `busy` within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while _slot(target)["is_processing"] is not busy:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_a_client_that_leaves_mid_stream_stops_the_generation(llama_cpp_target: Target) -> None:
     body = {
         "model": "plain",
@@ -30,18 +40,16 @@ def test_a_client_that_leaves_mid_stream_stops_the_generation(llama_cpp_target: 
         http.stream("POST", "/v1/chat/completions", json=body) as response,
     ):
         assert response.status_code == 200
+        # The iterator is kept: leaving a loop over it would close the connection already.
+        lines = response.iter_lines()
         seen = 0
-        for line in response.iter_lines():
-            seen += line.startswith("data: ")
-            if seen == 4:
-                break
-        assert _slot(llama_cpp_target)["is_processing"] is True
+        while seen < 4:
+            seen += next(lines).startswith("data: ")
+        # The slot is busy while the answer streams (/slots may lag a moment behind).
+        assert _busy_within(llama_cpp_target, True)
     # The response is closed: the gateway drops the upstream stream, llama-server ends
     # the generation and frees its one slot.
-    deadline = time.monotonic() + 5
-    while _slot(llama_cpp_target)["is_processing"] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _slot(llama_cpp_target)["is_processing"] is False
+    assert _busy_within(llama_cpp_target, False)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
@@ -63,5 +71,7 @@ def test_responses_end_incomplete_at_the_token_limit(target: Target, stream: boo
     assert response.incomplete_details is not None
     assert response.incomplete_details.reason == "max_output_tokens"
     assert response.usage is not None
-    assert response.usage.output_tokens == 3
+    # llama-cpp-python's streams carry no usage (docs/engines.md).
+    silent = stream and target.name == "llama-cpp-python"
+    assert response.usage.output_tokens == (0 if silent else 3)
     assert response.output_text

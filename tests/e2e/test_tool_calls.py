@@ -137,3 +137,35 @@ def test_agent_loop_runs_a_server_tool_against_the_model(agent_target: Target) -
         assert call["result"]["result"] == WEATHER
     assert answer.usage is not None
     assert answer.usage.prompt_tokens > 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_native_required_choice_of_the_one_tool(
+    llama_cpp_python_target: Target, stream: bool
+) -> None:
+    # chatml-function-calling fails "required" (HTTP 500); with one tool, toolwire's
+    # llama-cpp-python profile sends it as that tool's named choice.
+    with llama_cpp_python_target.openai() as sdk:
+        content, calls, finish = _ask(sdk, "native", QUESTION, stream, tool_choice="required")
+    assert content is None
+    assert finish == "tool_calls"
+    [(call_id, name, arguments)] = calls
+    assert (name, json.loads(arguments)) == ("get_weather", {"city": "Paris"})
+    assert call_id.startswith("call_")
+
+
+def test_native_auto_choice_streamed(llama_cpp_python_target: Target) -> None:
+    # Streamed, chatml-function-calling's "auto" ends in an empty stream; toolwire asks
+    # for it in one piece and streams that: the engine's own (greedy) choice.
+    direct = llama_cpp_python_target.direct(
+        "native", QUESTION, tools=[WEATHER_TOOL], tool_choice="auto", max_tokens=48
+    )["choices"][0]
+    with llama_cpp_python_target.openai() as sdk:
+        content, calls, finish = _ask(sdk, "native", QUESTION, True, tool_choice="auto")
+    assert finish == direct["finish_reason"]
+    assert content == direct["message"]["content"]
+    expected = [
+        (c["function"]["name"], c["function"]["arguments"])
+        for c in direct["message"].get("tool_calls") or []
+    ]
+    assert [(name, arguments) for _, name, arguments in calls] == expected

@@ -46,7 +46,63 @@ class EngineQuirks:
         return body
 
 
-_PROFILES: Final[dict[str, EngineQuirks]] = {"generic": EngineQuirks()}
+class LlamaCppQuirks(EngineQuirks):
+    """llama.cpp's `llama-server`.
+
+    - A named `tool_choice` (`{"type": "function", "function": {"name": ...}}`) is not
+      read: the server logs "Wrong type supplied for parameter 'tool_choice', using
+      default value" and lets the model choose. It is sent as `"required"` with only the
+      named tool offered, which asks for the same thing in the form the server reads.
+    """
+
+    name = "llama.cpp"
+
+    def request(self, body: dict[str, Any]) -> dict[str, Any]:
+        body = super().request(body)
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict):
+            named = (choice.get("function") or {}).get("name")
+            body["tool_choice"] = "required"
+            body["tools"] = [t for t in body.get("tools", ()) if t["function"]["name"] == named]
+        return body
+
+
+class LlamaCppPythonQuirks(EngineQuirks):
+    """llama-cpp-python's server (`python -m llama_cpp.server`), whose tool calls come
+    from its `chatml-function-calling` chat format.
+
+    - `tool_choice: "required"` fails with HTTP 500 and an empty message (the format
+      asserts the choice is `"auto"`). With one tool offered it means that tool, and is
+      sent as the named choice, which the format supports.
+    - `tool_choice: "auto"` with `stream: true` ends in an empty stream (the format raises
+      "Automatic streaming tool choice is not supported" after the 200 was sent). It is
+      asked for in one piece; the answer is replayed as stream events.
+
+    Not absorbed (docs/engines.md says what to do): its streams carry no usage (it ignores
+    `stream_options`); tools without a `tool_choice` are not shown to the model; the
+    format leaves tool results out of the prompt.
+    """
+
+    name = "llama-cpp-python"
+
+    def request(self, body: dict[str, Any]) -> dict[str, Any]:
+        body = super().request(body)
+        choice = body.get("tool_choice")
+        tools: list[dict[str, Any]] = body.get("tools") or []
+        if choice == "required" and len(tools) == 1:
+            name = tools[0]["function"]["name"]
+            body["tool_choice"] = {"type": "function", "function": {"name": name}}
+        elif choice == "auto" and tools and body.get("stream"):
+            del body["stream"]
+            body.pop("stream_options", None)
+        return body
+
+
+_PROFILES: Final[dict[str, EngineQuirks]] = {
+    "generic": EngineQuirks(),
+    "llama.cpp": LlamaCppQuirks(),
+    "llama-cpp-python": LlamaCppPythonQuirks(),
+}
 
 
 def quirks_for(engine: str) -> EngineQuirks:
