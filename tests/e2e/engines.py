@@ -82,8 +82,8 @@ def find_engines(*, build: bool) -> tuple[Engines, list[str], str]:
         llama_cpp_python=Path(found["llama_cpp_python"]),
     )
     advice = (
-        f"run `{found['build_command']}` once (about {found['build_minutes']} minutes on 2 "
-        "cores; cached in ~/.cache/toolwire-e2e)"
+        f"run `{found['build_command']}` once ({found['build_time']}; cached in "
+        "~/.cache/toolwire-e2e)"
     )
     return engines, found["missing"], advice
 
