@@ -89,7 +89,9 @@ def measure(
     return Sample(ttft=first - started, rate=(tokens - 1) / (last - first))
 
 
-def one_run(engine: EngineProcess, gateway: GatewayProcess, rounds: int, tokens: int) -> dict:
+def one_run(
+    engine: EngineProcess, gateway: GatewayProcess, rounds: int, tokens: int
+) -> dict[str, dict[str, float]]:
     # `ignore_eos` (llama-server's own field; the gateway passes unknown fields on) keeps
     # every answer at `tokens` tokens.
     messages = [{"role": "user", "content": PROMPT}]

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,13 @@ def find_engines(*, build: bool) -> tuple[Engines, list[str], str]:
     return engines, found["missing"], advice
 
 
+def temp_file(prefix: str, suffix: str) -> Path:
+    """A new empty file in the temporary directory (its descriptor closed)."""
+    fd, name = tempfile.mkstemp(prefix=f"toolwire-e2e-{prefix}-", suffix=suffix)
+    os.close(fd)
+    return Path(name)
+
+
 def free_port() -> int:
     """A port nothing listens on now (the engine binds it a moment later)."""
     with socket.socket() as sock:
@@ -99,39 +107,42 @@ def free_port() -> int:
 class EngineProcess:
     """A model server subprocess on 127.0.0.1; `stop()` ends it by its PID.
 
-    Its output goes to a log file, shown when it fails to start.
+    Its output goes to a log file, shown when it fails to start and removed when it stops.
 
     Args:
         name: For messages.
         command: The command, given the port to listen on.
         ready: The path that answers 200 once the model is loaded.
-        env: The environment (default: this process's).
+        files: Files of its own (a config) to remove when it stops.
+        timeout: Seconds to wait for `ready`.
     """
 
     def __init__(
         self,
         name: str,
-        command: Any,
+        command: Callable[[int], list[str]],
         ready: str,
         *,
-        env: dict[str, str] | None = None,
+        files: Sequence[Path] = (),
         timeout: float = 120,
     ) -> None:
         self.name = name
-        self.log = Path(tempfile.mkstemp(prefix=f"toolwire-e2e-{name}-", suffix=".log")[1])
+        self.log = temp_file(name, ".log")
+        self._files = [self.log, *files]
         # A port taken between `free_port` and the bind: try another one.
         for _ in range(3):
             self.port = free_port()
             self.url = f"http://127.0.0.1:{self.port}"
             with self.log.open("wb") as out:
                 self.proc = subprocess.Popen(
-                    command(self.port), stdout=out, stderr=subprocess.STDOUT, env=env
+                    command(self.port), stdout=out, stderr=subprocess.STDOUT
                 )
             if self._wait_ready(ready, timeout):
                 return
             if "address already in use" not in self.log.read_text(errors="replace").lower():
                 break
         tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
+        self._files.remove(self.log)  # kept: the error names it
         self.stop()
         raise RuntimeError(f"{name} did not start (log {self.log}):\n{tail}")
 
@@ -161,6 +172,8 @@ class EngineProcess:
             except subprocess.TimeoutExpired:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
+        for path in self._files:
+            path.unlink(missing_ok=True)
 
 
 def llama_server(engines: Engines, *extra: str) -> EngineProcess:
@@ -201,7 +214,7 @@ and plain ChatML, which writes calls as text only (for `parse:` mode)."""
 
 def llama_cpp_python_server(engines: Engines) -> EngineProcess:
     """llama-cpp-python's OpenAI-compatible server, SmolLM2 under two chat formats."""
-    config = Path(tempfile.mkstemp(prefix="toolwire-e2e-llama-cpp-python-", suffix=".json")[1])
+    config = temp_file("llama-cpp-python", ".json")
 
     def command(port: int) -> list[str]:
         models = [
@@ -219,7 +232,7 @@ def llama_cpp_python_server(engines: Engines) -> EngineProcess:
         server = [str(engines.llama_cpp_python), "-m", "llama_cpp.server"]
         return [*server, "--config_file", str(config)]
 
-    return EngineProcess("llama-cpp-python", command, "/v1/models")
+    return EngineProcess("llama-cpp-python", command, "/v1/models", files=[config])
 
 
 class GatewayProcess:
@@ -231,7 +244,7 @@ class GatewayProcess:
     """
 
     def __init__(self, config: dict[str, Any], env: dict[str, str] | None = None) -> None:
-        self.config_file = Path(tempfile.mkstemp(prefix="toolwire-e2e-", suffix=".yaml")[1])
+        self.config_file = temp_file("gateway", ".yaml")
         self.config_file.write_text(json.dumps({"store": "memory", **config}))
         source = str(Path(toolwire.__file__).resolve().parents[1])
         path = os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p)
@@ -276,6 +289,7 @@ class GatewayProcess:
         self._reader.join(timeout=5)
         assert self.proc.stdout is not None
         self.proc.stdout.close()
+        self.config_file.unlink(missing_ok=True)
 
 
 def upstream(server: EngineProcess, models: dict[str, Any], **extra: Any) -> dict[str, Any]:

@@ -3,6 +3,7 @@ and not: the gateway gives the engine's own answer and passes its token counts t
 
 from __future__ import annotations
 
+import anthropic
 import pytest
 from support import GREETING, MAX_TOKENS, Target
 
@@ -92,7 +93,7 @@ def test_messages(target: Target, stream: bool) -> None:
                 model="plain", messages=GREETING, max_tokens=MAX_TOKENS, extra_body=ZERO
             ) as events:
                 streamed = "".join(events.text_stream)
-                message = events.get_final_message()
+                message: anthropic.types.Message = events.get_final_message()
             assert streamed == text
         else:
             message = sdk.messages.create(

@@ -10,6 +10,7 @@ from typing import Any
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageFunctionToolCall
 from support import HERMES_CALL_GRAMMAR, QUESTION, WEATHER, WEATHER_TOOL, Target, tool_result
 
 
@@ -30,8 +31,9 @@ def _ask(
         answer = sdk.chat.completions.create(**request)
         message = answer.choices[0].message
         calls = [
-            (c.id, c.function.name, c.function.arguments)  # type: ignore[union-attr]
+            (c.id, c.function.name, c.function.arguments)
             for c in message.tool_calls or []
+            if isinstance(c, ChatCompletionMessageFunctionToolCall)
         ]
         return message.content, calls, answer.choices[0].finish_reason
     content: list[str] = []
