@@ -28,7 +28,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 
-from engines import EngineProcess, GatewayProcess, find_engines, llama_server, upstream
+from engine_processes import EngineProcess, GatewayProcess, find_engines, llama_server, upstream
 
 PROMPT = "Write a long story about a dragon who learns to cook."
 

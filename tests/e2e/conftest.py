@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from engines import (
+from engine_processes import (
     EngineProcess,
     Engines,
     GatewayProcess,
@@ -21,7 +21,7 @@ from engines import (
     llama_server,
     upstream,
 )
-from support import Target
+from engine_support import Target
 
 TOOLS_MODULE = str(Path(__file__).with_name("e2e_tools.py"))
 

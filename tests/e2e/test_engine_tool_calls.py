@@ -10,8 +10,8 @@ from typing import Any
 
 import openai
 import pytest
+from engine_support import HERMES_CALL_GRAMMAR, QUESTION, WEATHER, WEATHER_TOOL, Target, tool_result
 from openai.types.chat import ChatCompletionMessageFunctionToolCall
-from support import HERMES_CALL_GRAMMAR, QUESTION, WEATHER, WEATHER_TOOL, Target, tool_result
 
 
 def _ask(

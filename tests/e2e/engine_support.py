@@ -10,7 +10,7 @@ from typing import Any, Final
 import anthropic
 import httpx
 import openai
-from engines import EngineProcess, GatewayProcess
+from engine_processes import EngineProcess, GatewayProcess
 
 MAX_TOKENS: Final = 12
 """Plain answers are cut here: a 135M model on 2 shared cores writes ~10-60 tokens/s."""

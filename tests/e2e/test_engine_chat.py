@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import anthropic
 import pytest
-from support import GREETING, MAX_TOKENS, Target
+from engine_support import GREETING, MAX_TOKENS, Target
 
 ZERO = {"temperature": 0}
 """Greedy sampling: the same answer as the engine's own (the anthropic SDK has no

@@ -6,7 +6,7 @@ import time
 
 import httpx
 import pytest
-from support import GREETING, Target
+from engine_support import GREETING, Target
 
 
 def _slot(target: Target) -> dict[str, object]:
