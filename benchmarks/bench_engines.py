@@ -6,8 +6,10 @@ to llama-server and through each of the gateway's chat doors (Chat Completions,
 Responses, Messages), in turn, so drift in the machine's load touches all of them alike;
 the prompt is the same every time, so llama-server's prompt cache leaves only the model's
 own first-token time, against which the gateway's share is measured at its most visible.
+With `--fresh` each request's prompt starts with a number of its own, so the model reads
+it anew, as it does a new conversation.
 
-Run: .venv/bin/python benchmarks/bench_engines.py [--runs 3] [--rounds 10] [--tokens 64]
+Run: .venv/bin/python benchmarks/bench_engines.py [--runs 3] [--rounds 10] [--tokens 64] [--fresh]
 Prints, per run, the medians over its rounds; then the median and the spread (min-max)
 of those over the runs.
 """
@@ -15,7 +17,9 @@ of those over the runs.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import random
 import statistics
 import sys
 import time
@@ -31,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
 from engine_processes import EngineProcess, GatewayProcess, find_engines, llama_server, upstream
 
 PROMPT = "Write a long story about a dragon who learns to cook."
+_nonces = itertools.count(random.randrange(10**6, 10**7))
 
 
 @dataclass(slots=True)
@@ -89,8 +94,16 @@ def measure(
     return Sample(ttft=first - started, rate=(tokens - 1) / (last - first))
 
 
+def _fresh(body: dict[str, Any], nonce: int) -> dict[str, Any]:
+    """`body` with a prompt that starts differently from every earlier one."""
+    prompt = f"Request {nonce}. {PROMPT}"
+    if "input" in body:
+        return {**body, "input": prompt}
+    return {**body, "messages": [{"role": "user", "content": prompt}]}
+
+
 def one_run(
-    engine: EngineProcess, gateway: GatewayProcess, rounds: int, tokens: int
+    engine: EngineProcess, gateway: GatewayProcess, rounds: int, tokens: int, fresh: bool
 ) -> dict[str, dict[str, float]]:
     # `ignore_eos` (llama-server's own field; the gateway passes unknown fields on) keeps
     # every answer at `tokens` tokens.
@@ -125,6 +138,8 @@ def one_run(
             measure(http, url, body, is_text)  # warm: the prompt cache, the connections
         for _ in range(rounds):
             for name, (url, body, is_text) in paths.items():
+                if fresh:
+                    body = _fresh(body, next(_nonces))
                 samples[name].append(measure(http, url, body, is_text))
     return {
         name: {
@@ -140,6 +155,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--fresh", action="store_true", help="a new prompt every request")
     args = parser.parse_args()
     engines, missing, advice = find_engines(build=False)
     if "llama_server" in missing or "model" in missing:
@@ -151,14 +167,14 @@ def main() -> None:
     try:
         runs = []
         for run in range(args.runs):
-            result = one_run(engine, gateway, args.rounds, args.tokens)
+            result = one_run(engine, gateway, args.rounds, args.tokens, args.fresh)
             runs.append(result)
             direct = result["direct"]["ttft_ms"]
             print(
                 f"run {run + 1}: "
                 + ", ".join(
                     f"{name} {r['tokens_per_s']:.1f} tok/s ttft {r['ttft_ms']:.1f} ms"
-                    + ("" if name == "direct" else f" (+{r['ttft_ms'] - direct:.1f})")
+                    + ("" if name == "direct" else f" ({r['ttft_ms'] - direct:+.1f})")
                     for name, r in result.items()
                 ),
                 flush=True,
@@ -166,7 +182,11 @@ def main() -> None:
     finally:
         gateway.stop()
         engine.stop()
-    print(f"\n{args.runs} runs x {args.rounds} rounds, {args.tokens} tokens each; median [min-max]")
+    prompts = "a new prompt each request" if args.fresh else "the same prompt (cached)"
+    print(
+        f"\n{args.runs} runs x {args.rounds} rounds, {args.tokens} tokens each, {prompts}; "
+        "median [min-max]"
+    )
 
     def summary(values: list[float], unit: str) -> str:
         return f"{statistics.median(values):.1f} {unit} [{min(values):.1f}-{max(values):.1f}]"
