@@ -14,7 +14,15 @@ from typing import Any
 import orjson
 import pytest
 
-from toolwire.models import AssistantMessage, ModelSettings, ToolMessage, UserMessage
+from fakes.openai_server import FakeOpenAIServer, completion, tool_call
+from toolwire.models import (
+    AssistantMessage,
+    ModelResponse,
+    ModelSettings,
+    OpenAIChatModel,
+    ToolMessage,
+    UserMessage,
+)
 from toolwire.models import openai_wire as wire
 from toolwire.models.quirks import ENGINES, quirks_for
 from toolwire.models.sse import SSEDecoder
@@ -132,3 +140,22 @@ def test_generic_sends_what_the_protocol_says() -> None:
 def test_an_unknown_engine_names_the_known_ones() -> None:
     with pytest.raises(ValueError, match=r"use one of: generic, llama\.cpp, llama-cpp-python"):
         quirks_for("llamacpp")
+
+
+async def test_a_streamed_auto_choice_on_llama_cpp_python_streams_the_whole_answer(
+    openai_server: FakeOpenAIServer,
+) -> None:
+    # The profile asks for the answer in one piece; the model replays it as a stream.
+    openai_server.reply(completion(tool_calls=[tool_call("get_weather", {"city": "Paris"})]))
+    model = OpenAIChatModel(openai_server.base_url, None, "smollm2-fc", engine="llama-cpp-python")
+    events = [
+        e async for e in model.stream(HISTORY[:1], [WEATHER], ModelSettings(tool_choice="auto"))
+    ]
+    sent = openai_server.last.json
+    assert "stream" not in sent
+    assert sent["tool_choice"] == "auto"
+    [start] = [e for e in events if isinstance(e, ToolCallStart)]
+    assert start.name == "get_weather"
+    response = events[-1]
+    assert isinstance(response, ModelResponse)
+    assert json.loads(response.message.tool_calls[0].arguments) == {"city": "Paris"}
