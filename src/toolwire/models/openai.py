@@ -22,6 +22,7 @@ from toolwire.models._values import one_line, snippet
 from toolwire.models.base import ModelError, ModelResponse, ModelSettings, ModelStreamEvent
 from toolwire.models.call_ids import IdMap, IdStyle
 from toolwire.models.messages import Message
+from toolwire.models.quirks import Engine, quirks_for
 from toolwire.models.sse import SSEDecoder, SSETooLarge
 from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools.tool import Tool
@@ -72,6 +73,9 @@ class OpenAIChatModel:
             memory.
         id_style: How tool-call ids are rewritten for the upstream (`keep`, `anthropic`,
             `mistral`; see `toolwire.models.call_ids`); the caller always sees its own ids.
+        engine: The server software behind the endpoint (`llama.cpp`, `llama-cpp-python`,
+            `vllm`, ...; default `generic`): its quirks are absorbed by its profile in
+            `toolwire.models.quirks`.
     """
 
     def __init__(
@@ -88,6 +92,7 @@ class OpenAIChatModel:
         connect_hint: str = DEFAULT_HINT,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         id_style: IdStyle = "keep",
+        engine: Engine = "generic",
     ) -> None:
         if retries < 0:
             raise ValueError(f"retries must be 0 or more, got {retries}.")
@@ -96,6 +101,7 @@ class OpenAIChatModel:
         self.base_url = base
         self.model = model
         self.id_style: IdStyle = id_style
+        self.quirks = quirks_for(engine)
         self._endpoint = Upstream(
             base_url=base,
             url=base + "/chat/completions",
@@ -127,7 +133,8 @@ class OpenAIChatModel:
         settings: ModelSettings | None = None,
     ) -> ModelResponse:
         ids = None if self.id_style == "keep" else IdMap(self.id_style)
-        content = orjson.dumps(wire.build_request(self.model, messages, tools, settings, ids=ids))
+        body = wire.build_request(self.model, messages, tools, settings, ids=ids)
+        content = orjson.dumps(self.quirks.request(body))
         client, owned = self._endpoint.client()
         try:
             response, _ = await self._endpoint.post(
@@ -152,7 +159,7 @@ class OpenAIChatModel:
     ) -> AsyncIterator[ModelStreamEvent]:
         ids = None if self.id_style == "keep" else IdMap(self.id_style)
         body = wire.build_request(self.model, messages, tools, settings, stream=True, ids=ids)
-        content = orjson.dumps(body)
+        content = orjson.dumps(self.quirks.request(body))
         client, owned = self._endpoint.client()
         attempt = 0
         try:

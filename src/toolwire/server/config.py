@@ -14,6 +14,8 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from toolwire.models.quirks import Engine
+
 __all__ = [
     "DEFAULT_HOST",
     "DEFAULT_PORT",
@@ -141,6 +143,10 @@ class UpstreamConfig(_Section):
     prompted_instructions: str | None = None
     """For `prompted:<format>`: the text put before the tool definitions in the system
     prompt (default: toolwire's own instructions for the format)."""
+    engine: Engine = "generic"
+    """For `openai`: the server software behind `base_url` (`llama.cpp`,
+    `llama-cpp-python`, `vllm`, `sglang`, `ollama`, `lm-studio`), whose known quirks
+    toolwire absorbs (`toolwire.models.quirks`, docs/engines.md)."""
 
     @field_validator("models", mode="before")
     @classmethod

@@ -80,6 +80,7 @@ def build_model(
             retries=upstream.retries,
             http_client=http_client,
             id_style=id_style(upstream, route.model),
+            engine=upstream.engine,
             connect_hint="Check upstream.base_url in the gateway config.",
         )
     if observer is not None:
