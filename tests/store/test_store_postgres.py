@@ -1,10 +1,9 @@
 """What is specific to the PostgreSQL store: replicas racing truly at once, migrations,
 the audit log's commit order and its trigger, killed connections, connection errors.
 
-The contract of the lead's new store methods (`put_run(approvals=)`, `transition_run`'s
-fences and approvals, `renew_lease`) is checked here against the memory store (the
-reference) and PostgreSQL; it belongs in test_store_suite.py once SQLite and Redis have
-them. `prune` has no reference implementation yet and is checked on PostgreSQL alone.
+The contract every backend shares is in test_store_suite.py and test_store_transitions.py
+(the `backend` fixture includes PostgreSQL). `prune` has no other implementation yet and
+is checked here on PostgreSQL alone.
 """
 
 from __future__ import annotations
@@ -23,8 +22,6 @@ from store_backends import with_schema
 from toolwire.store import (
     ApprovalRecord,
     AuditQuery,
-    Store,
-    StoreConflict,
     StoreError,
     StoreUnavailable,
 )
@@ -75,111 +72,6 @@ def _approved(**fields: Any) -> ApprovalRecord:
 
 def _used(approval: ApprovalRecord, by: str) -> ApprovalRecord:
     return replace(approval, status="used", used_at=NOW + 1, decision_reason=by)
-
-
-# --- the new store methods: memory (the reference) and PostgreSQL ---------------------
-
-both = pytest.mark.parametrize("backend", ["memory", "postgres"], indirect=True)
-
-
-@both
-async def test_put_run_with_approvals_is_all_or_nothing(store: Store) -> None:
-    run = run_record(status="awaiting_approval")
-    first, second = approval_record(run_id=run.id), approval_record(run_id=run.id)
-    await store.put_run(run, approvals=[first, second])
-    assert await store.get_run(run.id) == replace(run, version=1)
-    assert await store.list_approvals(run_id=run.id, now=NOW) == [second, first]
-
-    other = run_record()
-    fresh = approval_record(run_id=other.id)
-    with pytest.raises(StoreConflict):
-        await store.put_run(other, approvals=[fresh, replace(first, reason="again")])
-    assert await store.get_run(other.id) is None
-    assert await store.get_approval(fresh.id) is None
-    assert await store.get_approval(first.id) == first
-
-
-@both
-async def test_transition_run_fences_on_version_and_holder(store: Store) -> None:
-    run = run_record(status="running", holder="h:1")
-    await store.put_run(run)
-    update = replace(run, state={"step": 2})
-    assert not await store.transition_run(run.id, expect=["running"], run=update, version=2)
-    assert not await store.transition_run(run.id, expect=["running"], run=update, holder="h:2")
-    assert await store.get_run(run.id) == replace(run, version=1)
-    assert await store.transition_run(
-        run.id, expect=["running"], run=update, version=1, holder="h:1"
-    )
-    assert await store.get_run(run.id) == replace(update, version=2)
-    # The same stale version again loses: a state read earlier is never written back.
-    assert not await store.transition_run(run.id, expect=["running"], run=update, version=1)
-
-
-@both
-async def test_transition_run_uses_approvals_all_or_nothing(store: Store) -> None:
-    run = run_record(status="awaiting_approval")
-    a, b = _approved(run_id=run.id), approval_record(run_id=run.id)  # b still pending
-    await store.put_run(run, approvals=[a, b])
-    claim = replace(run, status="running", holder="h:claim")
-    use = [(_used(a, "x"), ["approved"]), (_used(b, "x"), ["approved"])]
-
-    # b is not approved: a refused resume changes nothing, a stays approved.
-    assert not await store.transition_run(
-        run.id, expect=["awaiting_approval"], run=claim, approvals=use
-    )
-    assert await store.get_run(run.id) == replace(run, version=1)
-    assert await store.get_approval(a.id) == a
-    assert await store.get_approval(b.id) == b
-
-    b_approved = replace(b, status="approved", decided_by="ops")
-    assert await store.update_approval(b_approved, expect=["pending"])
-    assert await store.transition_run(
-        run.id, expect=["awaiting_approval"], run=claim, approvals=use
-    )
-    assert await store.get_run(run.id) == replace(claim, version=2)
-    assert await store.get_approval(a.id) == _used(a, "x")
-    assert await store.get_approval(b.id) == _used(b, "x")  # its decision fields, as given
-
-
-@both
-async def test_transition_run_pauses_with_new_approvals_in_one_step(store: Store) -> None:
-    run = run_record(status="running", holder="h:1")
-    taken = approval_record()
-    await store.put_run(run)
-    await store.add_approvals([taken])
-    paused = replace(run, status="awaiting_approval", holder=None, lease_until=None)
-    fresh = approval_record(run_id=run.id)
-
-    with pytest.raises(StoreConflict):
-        await store.transition_run(
-            run.id, expect=["running"], run=paused, holder="h:1", new_approvals=[fresh, taken]
-        )
-    assert await store.get_run(run.id) == replace(run, version=1)
-    assert await store.get_approval(fresh.id) is None
-
-    assert await store.transition_run(
-        run.id, expect=["running"], run=paused, holder="h:1", new_approvals=[fresh]
-    )
-    assert await store.get_run(run.id) == replace(paused, version=2)
-    assert await store.get_approval(fresh.id) == fresh
-    # A failed comparison wins over a conflicting new approval: False, nothing written.
-    assert not await store.transition_run(
-        run.id, expect=["running"], run=paused, new_approvals=[fresh]
-    )
-
-
-@both
-async def test_renew_lease_only_by_the_holding_claim(store: Store) -> None:
-    run = run_record(status="running", holder="h:1", lease_until=NOW + 30)
-    await store.put_run(run)
-    assert await store.renew_lease(run.id, holder="h:1", lease_until=NOW + 60)
-    assert await store.get_run(run.id) == replace(run, lease_until=NOW + 60, version=1)
-    assert not await store.renew_lease(run.id, holder="h:2", lease_until=NOW + 90)
-    assert not await store.renew_lease("missing", holder="h:1", lease_until=NOW + 90)
-    done = replace(run, status="completed")
-    assert await store.transition_run(run.id, expect=["running"], run=done, holder="h:1")
-    assert not await store.renew_lease(run.id, holder="h:1", lease_until=NOW + 90)
-    assert await store.get_run(run.id) == replace(done, version=2)
 
 
 # --- replicas racing truly at once ----------------------------------------------------
