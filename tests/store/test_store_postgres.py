@@ -9,6 +9,8 @@ is checked here on PostgreSQL alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -395,3 +397,76 @@ async def test_expired_cache_and_memory_rows_are_swept(
         postgres_url, schema, "SELECT (SELECT count(*) FROM cache), (SELECT count(*) FROM memory)"
     )
     assert rows == [(1, 0)]
+
+
+class _Proxy:
+    """A TCP proxy to PostgreSQL that a test can take down (and bring back) like a server."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except OSError:
+                pass
+            finally:
+                dst.transport.abort()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+
+async def test_a_server_that_goes_away_reads_as_unavailable_then_recovers(
+    postgres_url: str, schema: str
+) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(postgres_url)
+    proxy = _Proxy(str(params.get("host") or "127.0.0.1"), int(params.get("port") or 5432))
+    await proxy.start()
+    database, user = params.get("dbname", "test"), params.get("user", "postgres")
+    url = f"postgresql://{user}@127.0.0.1:{proxy.port}/{database}?schema={schema}"
+    store = PostgresStore(url, connect_timeout=1, timeout=1)
+    await store.open()
+    try:
+        run = run_record()
+        await store.put_run(run)
+        await proxy.stop()
+        loop = asyncio.get_running_loop()
+        for _ in range(2):  # the broken pooled connection, then no new one in time
+            started = loop.time()
+            with pytest.raises(StoreUnavailable, match=f"PostgreSQL at {re.escape(url)}"):
+                await store.get_run(run.id)
+            assert loop.time() - started < 3
+        await proxy.start()  # the same port: the server is back
+        for _ in range(100):
+            with contextlib.suppress(StoreUnavailable):
+                assert await store.get_run(run.id) == replace(run, version=1)
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the store never reconnected")
+    finally:
+        await store.aclose()
+        await proxy.stop()

@@ -188,9 +188,11 @@ class PostgresStore:
             (`postgres://` too). Query parameters go to libpq (`sslmode`,
             `connect_timeout`, …) except `schema` (where the tables live, default
             `toolwire`) and `pool_size` (connections per store, default 10).
-        connect_timeout: Seconds to wait for a new connection.
+        connect_timeout: Seconds to wait for a new connection (libpq rounds it to whole
+            seconds, at least 2; a `connect_timeout` in the URL wins).
         timeout: Seconds a call waits for a free pooled connection before the store
-            reads as unavailable.
+            reads as unavailable. Both are short, so that a database that went away
+            fails a request in seconds instead of holding it.
 
     Raises:
         StoreError: The URL cannot be read, or names an invalid schema or pool size.
@@ -198,7 +200,7 @@ class PostgresStore:
 
     durable = True
 
-    def __init__(self, url: str, *, connect_timeout: float = 5.0, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, connect_timeout: float = 3.0, timeout: float = 5.0) -> None:
         self.url = redact_url(url)
         base, _, query = url.partition("?")
         pairs = parse_qsl(query, keep_blank_values=True)
