@@ -470,3 +470,21 @@ async def test_a_server_that_goes_away_reads_as_unavailable_then_recovers(
     finally:
         await store.aclose()
         await proxy.stop()
+
+
+def test_a_server_without_fsync_is_named() -> None:
+    from toolwire.store.postgres import _durability_problem
+
+    assert _durability_problem("on") is None
+    problem = _durability_problem("off")
+    assert problem is not None
+    assert "fsync = off" in problem
+    assert "run twice" in problem
+
+
+async def test_opening_a_durable_server_warns_of_nothing(
+    open_pg: Opener, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="toolwire.store"):
+        await open_pg()
+    assert caplog.records == []
