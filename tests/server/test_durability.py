@@ -321,17 +321,28 @@ def test_sigterm_answers_503_to_a_request_still_waiting_for_its_first_byte(
         assert response.json()["error"]["code"] == "shutting_down"
 
 
-# --- two replicas on one Redis ------------------------------------------------------------------
+# --- two replicas on one Redis or one PostgreSQL --------------------------------------------------
 
 
-@pytest.fixture
-def redis_store(redis_url: str) -> Iterator[str]:
-    """The shared Redis under a key prefix of its own, deleted afterwards."""
+@pytest.fixture(params=["redis", "postgres"])
+def shared_store(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The shared Redis under a key prefix of its own, or the shared PostgreSQL database
+    in a schema of its own; deleted afterwards."""
+    if request.param == "postgres":
+        import psycopg
+
+        url: str = request.getfixturevalue("postgres_url")
+        schema = f"tw_test_{uuid.uuid4().hex[:12]}"
+        yield f"{url}{'&' if '?' in url else '?'}schema={schema}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        return
     import redis
 
+    url = request.getfixturevalue("redis_url")
     prefix = f"tw-test-{uuid.uuid4().hex[:8]}:"
-    yield f"{redis_url}?prefix={prefix}&allow_volatile=true"  # the test Redis has no AOF
-    client = redis.Redis.from_url(redis_url)
+    yield f"{url}?prefix={prefix}&allow_volatile=true"  # the test Redis has no AOF
+    client = redis.Redis.from_url(url)
     try:
         keys = list(client.scan_iter(match=f"{prefix}*"))
         if keys:
@@ -341,10 +352,10 @@ def redis_store(redis_url: str) -> Iterator[str]:
 
 
 def test_two_replicas_share_approvals_runs_and_the_cache(
-    setup: tuple[Path, dict[str, str]], openai_server: FakeOpenAIServer, redis_store: str
+    setup: tuple[Path, dict[str, str]], openai_server: FakeOpenAIServer, shared_store: str
 ) -> None:
     tmp_path, env = setup
-    config = _config(tmp_path, openai_server.base_url, redis_store)
+    config = _config(tmp_path, openai_server.base_url, shared_store)
     a, b = ServeProcess(config, env), ServeProcess(config, env)
     try:
         extension = _pause(a, openai_server)

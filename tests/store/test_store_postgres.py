@@ -1,15 +1,16 @@
 """What is specific to the PostgreSQL store: replicas racing truly at once, migrations,
 the audit log's commit order and its trigger, killed connections, connection errors.
 
-The contract of the lead's new store methods (`put_run(approvals=)`, `transition_run`'s
-fences and approvals, `renew_lease`) is checked here against the memory store (the
-reference) and PostgreSQL; it belongs in test_store_suite.py once SQLite and Redis have
-them. `prune` has no reference implementation yet and is checked on PostgreSQL alone.
+The contract every backend shares is in test_store_suite.py and test_store_transitions.py
+(the `backend` fixture includes PostgreSQL). `prune` has no other implementation yet and
+is checked here on PostgreSQL alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
@@ -23,8 +24,6 @@ from store_backends import with_schema
 from toolwire.store import (
     ApprovalRecord,
     AuditQuery,
-    Store,
-    StoreConflict,
     StoreError,
     StoreUnavailable,
 )
@@ -75,111 +74,6 @@ def _approved(**fields: Any) -> ApprovalRecord:
 
 def _used(approval: ApprovalRecord, by: str) -> ApprovalRecord:
     return replace(approval, status="used", used_at=NOW + 1, decision_reason=by)
-
-
-# --- the new store methods: memory (the reference) and PostgreSQL ---------------------
-
-both = pytest.mark.parametrize("backend", ["memory", "postgres"], indirect=True)
-
-
-@both
-async def test_put_run_with_approvals_is_all_or_nothing(store: Store) -> None:
-    run = run_record(status="awaiting_approval")
-    first, second = approval_record(run_id=run.id), approval_record(run_id=run.id)
-    await store.put_run(run, approvals=[first, second])
-    assert await store.get_run(run.id) == replace(run, version=1)
-    assert await store.list_approvals(run_id=run.id, now=NOW) == [second, first]
-
-    other = run_record()
-    fresh = approval_record(run_id=other.id)
-    with pytest.raises(StoreConflict):
-        await store.put_run(other, approvals=[fresh, replace(first, reason="again")])
-    assert await store.get_run(other.id) is None
-    assert await store.get_approval(fresh.id) is None
-    assert await store.get_approval(first.id) == first
-
-
-@both
-async def test_transition_run_fences_on_version_and_holder(store: Store) -> None:
-    run = run_record(status="running", holder="h:1")
-    await store.put_run(run)
-    update = replace(run, state={"step": 2})
-    assert not await store.transition_run(run.id, expect=["running"], run=update, version=2)
-    assert not await store.transition_run(run.id, expect=["running"], run=update, holder="h:2")
-    assert await store.get_run(run.id) == replace(run, version=1)
-    assert await store.transition_run(
-        run.id, expect=["running"], run=update, version=1, holder="h:1"
-    )
-    assert await store.get_run(run.id) == replace(update, version=2)
-    # The same stale version again loses: a state read earlier is never written back.
-    assert not await store.transition_run(run.id, expect=["running"], run=update, version=1)
-
-
-@both
-async def test_transition_run_uses_approvals_all_or_nothing(store: Store) -> None:
-    run = run_record(status="awaiting_approval")
-    a, b = _approved(run_id=run.id), approval_record(run_id=run.id)  # b still pending
-    await store.put_run(run, approvals=[a, b])
-    claim = replace(run, status="running", holder="h:claim")
-    use = [(_used(a, "x"), ["approved"]), (_used(b, "x"), ["approved"])]
-
-    # b is not approved: a refused resume changes nothing, a stays approved.
-    assert not await store.transition_run(
-        run.id, expect=["awaiting_approval"], run=claim, approvals=use
-    )
-    assert await store.get_run(run.id) == replace(run, version=1)
-    assert await store.get_approval(a.id) == a
-    assert await store.get_approval(b.id) == b
-
-    b_approved = replace(b, status="approved", decided_by="ops")
-    assert await store.update_approval(b_approved, expect=["pending"])
-    assert await store.transition_run(
-        run.id, expect=["awaiting_approval"], run=claim, approvals=use
-    )
-    assert await store.get_run(run.id) == replace(claim, version=2)
-    assert await store.get_approval(a.id) == _used(a, "x")
-    assert await store.get_approval(b.id) == _used(b, "x")  # its decision fields, as given
-
-
-@both
-async def test_transition_run_pauses_with_new_approvals_in_one_step(store: Store) -> None:
-    run = run_record(status="running", holder="h:1")
-    taken = approval_record()
-    await store.put_run(run)
-    await store.add_approvals([taken])
-    paused = replace(run, status="awaiting_approval", holder=None, lease_until=None)
-    fresh = approval_record(run_id=run.id)
-
-    with pytest.raises(StoreConflict):
-        await store.transition_run(
-            run.id, expect=["running"], run=paused, holder="h:1", new_approvals=[fresh, taken]
-        )
-    assert await store.get_run(run.id) == replace(run, version=1)
-    assert await store.get_approval(fresh.id) is None
-
-    assert await store.transition_run(
-        run.id, expect=["running"], run=paused, holder="h:1", new_approvals=[fresh]
-    )
-    assert await store.get_run(run.id) == replace(paused, version=2)
-    assert await store.get_approval(fresh.id) == fresh
-    # A failed comparison wins over a conflicting new approval: False, nothing written.
-    assert not await store.transition_run(
-        run.id, expect=["running"], run=paused, new_approvals=[fresh]
-    )
-
-
-@both
-async def test_renew_lease_only_by_the_holding_claim(store: Store) -> None:
-    run = run_record(status="running", holder="h:1", lease_until=NOW + 30)
-    await store.put_run(run)
-    assert await store.renew_lease(run.id, holder="h:1", lease_until=NOW + 60)
-    assert await store.get_run(run.id) == replace(run, lease_until=NOW + 60, version=1)
-    assert not await store.renew_lease(run.id, holder="h:2", lease_until=NOW + 90)
-    assert not await store.renew_lease("missing", holder="h:1", lease_until=NOW + 90)
-    done = replace(run, status="completed")
-    assert await store.transition_run(run.id, expect=["running"], run=done, holder="h:1")
-    assert not await store.renew_lease(run.id, holder="h:1", lease_until=NOW + 90)
-    assert await store.get_run(run.id) == replace(done, version=2)
 
 
 # --- replicas racing truly at once ----------------------------------------------------
@@ -503,3 +397,94 @@ async def test_expired_cache_and_memory_rows_are_swept(
         postgres_url, schema, "SELECT (SELECT count(*) FROM cache), (SELECT count(*) FROM memory)"
     )
     assert rows == [(1, 0)]
+
+
+class _Proxy:
+    """A TCP proxy to PostgreSQL that a test can take down (and bring back) like a server."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except OSError:
+                pass
+            finally:
+                dst.transport.abort()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._writers -= {writer, up_writer}
+
+
+async def test_a_server_that_goes_away_reads_as_unavailable_then_recovers(
+    postgres_url: str, schema: str
+) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(postgres_url)
+    proxy = _Proxy(str(params.get("host") or "127.0.0.1"), int(params.get("port") or 5432))
+    await proxy.start()
+    database, user = params.get("dbname", "test"), params.get("user", "postgres")
+    url = f"postgresql://{user}@127.0.0.1:{proxy.port}/{database}?schema={schema}"
+    store = PostgresStore(url, connect_timeout=1, timeout=1)
+    await store.open()
+    try:
+        run = run_record()
+        await store.put_run(run)
+        await proxy.stop()
+        loop = asyncio.get_running_loop()
+        for _ in range(2):  # the broken pooled connection, then no new one in time
+            started = loop.time()
+            with pytest.raises(StoreUnavailable, match=f"PostgreSQL at {re.escape(url)}"):
+                await store.get_run(run.id)
+            assert loop.time() - started < 3
+        await proxy.start()  # the same port: the server is back
+        for _ in range(100):
+            with contextlib.suppress(StoreUnavailable):
+                assert await store.get_run(run.id) == replace(run, version=1)
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("the store never reconnected")
+    finally:
+        await store.aclose()
+        await proxy.stop()
+
+
+def test_a_server_without_fsync_is_named() -> None:
+    from toolwire.store.postgres import _durability_problem
+
+    assert _durability_problem("on") is None
+    problem = _durability_problem("off")
+    assert problem is not None
+    assert "fsync = off" in problem
+    assert "run twice" in problem
+
+
+async def test_opening_a_durable_server_warns_of_nothing(
+    open_pg: Opener, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="toolwire.store"):
+        await open_pg()
+    assert caplog.records == []

@@ -324,3 +324,15 @@ async def test_a_cancelled_transition_is_all_or_nothing(store: Store) -> None:
         else:
             assert stored == run
             assert states == {"approved"}
+
+
+async def test_a_failed_check_wins_over_a_taken_new_approval_id(store: Store) -> None:
+    # Returns False (someone else won), not StoreConflict, and writes nothing.
+    run, _ = await _paused(store)
+    existing = approval_record()
+    await store.add_approvals([existing])
+    taken = replace(run, status="running", holder="h:1")
+    assert not await store.transition_run(
+        run.id, expect=["running"], run=taken, new_approvals=[approval_record(), existing]
+    )
+    assert await store.get_run(run.id) == run

@@ -88,7 +88,7 @@ def serve(
             "--workers",
             help="Processes serving on the same port: a number, or 'auto' for one per "
             "CPU core. Workers share runs, approvals and the cache through the store, so "
-            "more than one needs a SQLite or Redis store.",
+            "more than one needs a SQLite, PostgreSQL or Redis store.",
         ),
     ] = "1",
 ) -> None:
@@ -137,8 +137,8 @@ def serve(
         sock.close()
         raise exit_with(
             f"--workers {count} needs a store the workers can share; {gateway.store.url} "
-            "lives in one process. Use a SQLite file or Redis (`store:` in the config, or "
-            "TOOLWIRE_STORE).",
+            "lives in one process. Use a SQLite file, PostgreSQL or Redis (`store:` in the "
+            "config, or TOOLWIRE_STORE).",
             code=2,
         )
     problem = _check_store(gateway.store)

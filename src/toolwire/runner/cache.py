@@ -1,7 +1,7 @@
 """Result cache for read tools with a `cache_ttl`.
 
 The runner talks to a `ResultCache` only through `get` / `set` of serialized JSON bytes, so a
-SQLite or Redis store can replace the in-memory one without touching the runner.
+SQLite, PostgreSQL or Redis store can replace the in-memory one without touching the runner.
 """
 
 from __future__ import annotations

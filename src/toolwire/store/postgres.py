@@ -21,6 +21,7 @@ migrate it once.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -51,6 +52,8 @@ from toolwire.store.base import (
 )
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "PostgresStore"]
+
+logger = logging.getLogger("toolwire.store")
 
 DEFAULT_SCHEMA = "toolwire"
 """Its own schema, so toolwire's `runs` or `cache` never meet an application's tables."""
@@ -188,9 +191,11 @@ class PostgresStore:
             (`postgres://` too). Query parameters go to libpq (`sslmode`,
             `connect_timeout`, …) except `schema` (where the tables live, default
             `toolwire`) and `pool_size` (connections per store, default 10).
-        connect_timeout: Seconds to wait for a new connection.
+        connect_timeout: Seconds to wait for a new connection (libpq rounds it to whole
+            seconds, at least 2; a `connect_timeout` in the URL wins).
         timeout: Seconds a call waits for a free pooled connection before the store
-            reads as unavailable.
+            reads as unavailable. Both are short, so that a database that went away
+            fails a request in seconds instead of holding it.
 
     Raises:
         StoreError: The URL cannot be read, or names an invalid schema or pool size.
@@ -198,7 +203,7 @@ class PostgresStore:
 
     durable = True
 
-    def __init__(self, url: str, *, connect_timeout: float = 5.0, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, *, connect_timeout: float = 3.0, timeout: float = 5.0) -> None:
         self.url = redact_url(url)
         base, _, query = url.partition("?")
         pairs = parse_qsl(query, keep_blank_values=True)
@@ -252,6 +257,10 @@ class PostgresStore:
             raise self._connect_failure(e) from None
         try:
             await self._migrate(conn)
+            cursor = await conn.execute("SELECT current_setting('fsync')")
+            row = await cursor.fetchone()
+            if problem := _durability_problem(str(row[0]) if row else "on"):
+                logger.warning("PostgreSQL at %s %s", self.url, problem)
         except psycopg.Error as e:
             raise StoreError(
                 f"cannot prepare the PostgreSQL store {self.url} (schema {self.schema}): {_line(e)}"
@@ -637,6 +646,18 @@ class PostgresStore:
         self._next_purge = now + _PURGE_EVERY
         for table in ("cache", "memory"):
             await self._write(f"DELETE FROM {table} WHERE expires_at <= now()", [])
+
+
+def _durability_problem(fsync: str) -> str | None:
+    """What the server's settings cost the at-most-once promise (`synchronous_commit` is
+    forced per session; `fsync` is the server's alone)."""
+    if fsync.lower() == "off":
+        return (
+            "runs with fsync = off: a crash of its host can lose committed writes, among "
+            "them an approval marked used, and an approved call could then run twice; "
+            "set fsync = on"
+        )
+    return None
 
 
 class _Lost(Exception):
