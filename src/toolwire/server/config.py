@@ -208,8 +208,9 @@ class HttpToolConfig(_Section):
     approver: str | None = None
     """For a destructive tool: the key (by name) that must approve its calls."""
     audit_arguments: list[str] | None = None
-    """Arguments whose values the audit log may record; by default every argument whose
-    name does not look like a secret."""
+    """Arguments whose values the audit log, approvals and run views may show; dotted
+    paths reach into objects (`settings.region`). By default every value whose name, at
+    any depth, does not look like a secret."""
 
     @field_validator("method", mode="before")
     @classmethod
