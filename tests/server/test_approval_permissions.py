@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from chat_support import native_upstream, sdk
+from chat_support import extensions, native_upstream, raw_stream, sdk
 from live import LiveServer
 from permission_tools import RAN
 from server_support import config_with
@@ -237,6 +237,78 @@ def test_an_admin_resuming_anothers_run_uses_the_owners_scopes_and_is_audited(
     assert all(r["id"] > resume["id"] and r["request_id"] == resume["request_id"] for r in ran)
 
 
+NESTED = {
+    "name": "billing",
+    "settings": {
+        "region": "eu",
+        "password": "hunter2",
+        "api_key": "sk-live-1",
+        "replicas": [{"host": "a", "token": "t-1"}],
+    },
+}
+NESTED_SECRETS = ("hunter2", "sk-live-1", "t-1")
+
+
+@pytest.mark.parametrize(
+    ("tool", "shown"),
+    [
+        (
+            "connect",
+            {
+                "name": "billing",
+                "settings": {
+                    "region": "eu",
+                    "password": "[redacted]",
+                    "api_key": "[redacted]",
+                    "replicas": [{"host": "a", "token": "[redacted]"}],
+                },
+            },
+        ),
+        (
+            "configure",
+            {
+                "name": "billing",
+                "settings": {
+                    "region": "eu",
+                    "password": "[redacted]",
+                    "api_key": "[redacted]",
+                    "replicas": "[redacted]",
+                },
+            },
+        ),
+    ],
+)
+def test_nested_secrets_are_redacted_in_every_answer_and_the_audit_log(
+    server: LiveServer, openai_server: FakeOpenAIServer, tool: str, shown: dict[str, Any]
+) -> None:
+    extension = _pause(server, openai_server, "carol", tool, NESTED)
+    answers = [json.dumps(extension)]
+    assert json.loads(extension["pending_approvals"][0]["arguments"]) == shown
+    approval_id = extension["pending_approvals"][0]["id"]
+    run_id = extension["run_id"]
+    with _http(server, "carol") as carol:
+        one = carol.get(f"/v1/approvals/{approval_id}").json()
+        assert json.loads(one["arguments"]) == shown
+        listed = carol.get("/v1/approvals", params={"run_id": run_id}).json()
+        the_run = carol.get(f"/v1/runs/{run_id}").json()
+        assert json.loads(the_run["pending_approvals"][0]["arguments"]) == shown
+        assert json.loads(the_run["steps"][0]["tool_calls"][0]["arguments"]) == shown
+        answers += [json.dumps(one), json.dumps(listed), json.dumps(the_run)]
+        assert carol.post(f"/v1/approvals/{approval_id}", json={"decision": "approve"}).is_success
+        openai_server.reply(completion("Done."))
+        resumed = carol.post(f"/v1/runs/{run_id}/resume")
+        assert resumed.status_code == 200
+        answers.append(resumed.text)
+    with _http(server, "ops") as ops:
+        audit = ops.get("/v1/audit", params={"run_id": run_id}).json()["data"]
+    finished = [r for r in audit if r["tool"] == tool and r["event"] == "finished"]
+    assert finished[0]["arguments"] == shown
+    answers.append(json.dumps(audit))
+    for text in answers:
+        assert not any(secret in text for secret in NESTED_SECRETS), text
+    assert [f"{tool}:billing"] == RAN
+
+
 def _yaml(approver: str, keys: str) -> str:
     return f"""\
 upstream: {{kind: offline}}
@@ -296,3 +368,54 @@ def test_a_module_tool_naming_no_key_stops_the_gateway() -> None:
     assert "wipe_by_carol" in text
     assert "wipe_by_lead" in text
     assert "'carol'" in text
+
+
+def test_every_door_shows_pending_calls_redacted(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    shown: list[str] = []
+    # Chat Completions, streamed: the tool_call, approval_required and run_status payloads.
+    openai_server.reply(completion(tool_calls=[tool_call("connect", NESTED, id="call_c")]))
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Go."}]}
+    _, chunks = raw_stream(server, {**body, "stream": True}, key=SECRETS["carol"])
+    payloads = extensions(chunks)
+    assert [p["type"] for p in payloads][:2] == ["tool_call", "approval_required"]
+    assert json.loads(payloads[1]["arguments"])["settings"]["password"] == "[redacted]"
+    shown.append(json.dumps(payloads))
+    # Responses: the mcp_approval_request item, then the mcp_call item once resumed.
+    openai_server.reply(completion(tool_calls=[tool_call("connect", NESTED, id="call_r")]))
+    with _http(server, "carol") as carol:
+        first = carol.post("/v1/responses", json={"model": MODEL, "input": "Go."}).json()
+        [request] = [i for i in first["output"] if i["type"] == "mcp_approval_request"]
+        assert json.loads(request["arguments"])["settings"]["api_key"] == "[redacted]"
+        openai_server.reply(completion("Connected."))
+        answer = {"type": "mcp_approval_response", "approval_request_id": request["id"]}
+        second = carol.post(
+            "/v1/responses",
+            json={
+                "model": MODEL,
+                "previous_response_id": first["id"],
+                "input": [{**answer, "approve": True}],
+            },
+        )
+        assert second.status_code == 200, second.text
+        [call] = [i for i in second.json()["output"] if i["type"] == "mcp_call"]
+        assert json.loads(call["arguments"])["settings"]["region"] == "eu"
+        shown += [json.dumps(first), second.text]
+        # Anthropic Messages: the toolwire field of the message.
+        openai_server.reply(completion(tool_calls=[tool_call("connect", NESTED, id="call_m")]))
+        message = carol.post(
+            "/v1/messages",
+            json={
+                "model": MODEL,
+                "max_tokens": 100,
+                "messages": [{"role": "user", "content": "Go."}],
+            },
+        )
+        assert message.status_code == 200, message.text
+        pending = message.json()["toolwire"]["pending_approvals"]
+        assert json.loads(pending[0]["arguments"])["settings"]["password"] == "[redacted]"
+        shown.append(message.text)
+    for text in shown:
+        assert not any(secret in text for secret in NESTED_SECRETS), text
+    assert RAN == ["connect:billing"]

@@ -95,7 +95,8 @@ def redact_arguments(tool: Tool | None, arguments: object) -> dict[str, Any] | N
 
 def redact_arguments_json(tool: Tool | None, text: str) -> str:
     """`redact_arguments` for arguments kept as JSON text (approvals, calls in a run):
-    canonical JSON, or `"[redacted]"` (a JSON string) for text that is not an object."""
+    the text itself when nothing in it is redacted, else canonical JSON; `"[redacted]"`
+    (a JSON string) for text that is not an object."""
     if not text.strip():
         return "{}"
     try:
@@ -103,7 +104,10 @@ def redact_arguments_json(tool: Tool | None, text: str) -> str:
     except orjson.JSONDecodeError:
         parsed = None
     shown = redact_arguments(tool, parsed)
-    return canonical_json(shown if shown is not None else REDACTED)
+    if shown is None:
+        return canonical_json(REDACTED)
+    # Unchanged text stays as it was written (what clients compare against).
+    return text if shown == parsed else canonical_json(shown)
 
 
 def _by_name(value: Any, depth: int) -> Any:

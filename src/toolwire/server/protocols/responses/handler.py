@@ -159,7 +159,10 @@ async def _start(
             stored = _stored_run(response, result, len(instructions))
             await save(gateway.store, caller.name, stored, ttl)
 
-    return agent_response(events, writer, redact=gateway.redact, on_done=on_run), writer
+    body = agent_response(
+        events, writer, redact=gateway.redact, shown=gateway.shown_arguments, on_done=on_run
+    )
+    return body, writer
 
 
 async def _continue(
@@ -280,7 +283,14 @@ async def _continue(
             stored = _stored_run(response, result, prefix)
             await save(gateway.store, caller.name, stored, gateway.config.memory_ttl)
 
-    body = agent_response(replay(), writer, redact=gateway.redact, on_done=on_run, calls=calls)
+    body = agent_response(
+        replay(),
+        writer,
+        redact=gateway.redact,
+        shown=gateway.shown_arguments,
+        on_done=on_run,
+        calls=calls,
+    )
     return body, writer
 
 
