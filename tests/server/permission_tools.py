@@ -59,3 +59,10 @@ def read_secret(name: str) -> str:
     """Read a secret (needs the scope 'secrets')."""
     RAN.append(f"read_secret:{name}")
     return "s3cr3t"
+
+
+@tool(effects="destructive")
+def scale(app: str, replicas: int, dry_run: bool = False) -> str:
+    """Scale an application (destructive: it may scale to zero)."""
+    RAN.append(f"scale:{app}:{replicas}")
+    return f"{app} scaled to {replicas}"
