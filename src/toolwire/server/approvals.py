@@ -84,12 +84,6 @@ def may_see_run(caller: Caller, owner: str | None) -> bool:
     return caller.admin or (caller.name is not None and owner == caller.name)
 
 
-def _sees_others(caller: Caller) -> bool:
-    key = caller.key
-    # A key may be some tool's named approver whatever its setting: only the records say.
-    return key is None or key.admin or key.approve != "none"
-
-
 async def list_visible(
     store: Store,
     caller: Caller,
@@ -98,13 +92,21 @@ async def list_visible(
     run_id: str | None,
     now: float,
     limit: int,
+    named: bool,
 ) -> list[ApprovalRecord]:
     """The approvals the caller may see, newest first.
+
+    Args:
+        named: Some server tool names the caller's key as its approver.
 
     Raises:
         StoreError: The store failed.
     """
-    if caller.admin or not _sees_others(caller):
+    key = caller.key
+    # Only admin, `any` and named-approver keys see other keys' requests; every other
+    # listing is the store's indexed one by requester.
+    others = key is not None and key.approve != "none" and (key.approve == "any" or named)
+    if caller.admin or not others:
         records = await store.list_approvals(
             status=status,
             requested_by=None if caller.admin else caller.name,

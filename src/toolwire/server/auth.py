@@ -100,10 +100,6 @@ class Keyring:
         """The key named `name` (a run's owner, a tool's approver), or `None`."""
         return next((k for k in self._keys if k.name == name), None)
 
-    @property
-    def names(self) -> frozenset[str]:
-        return frozenset(k.name for k in self._keys)
-
     def authenticate(self, token: str | None) -> GatewayKey | None:
         """The key matching `token`, or `None`."""
         if token is None:

@@ -124,6 +124,7 @@ async def _list_approvals(request: Request) -> Response:
             run_id=params.get("run_id"),
             now=now,
             limit=limit,
+            named=any(t.approver == caller.name for t in gateway.server_tool_list),
         )
     except StoreError as exc:
         raise store_error(exc) from None
