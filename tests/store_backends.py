@@ -9,8 +9,13 @@ tests/conftest.py give the servers (skipped when none answers, failing under `CI
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from toolwire.store import MemoryStore, SqliteStore, Store
 
@@ -72,3 +77,20 @@ class StoreData:
 
             async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as conn:
                 await conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+
+
+@contextlib.contextmanager
+def shared_store_url(request: pytest.FixtureRequest, tmp: Path) -> Iterator[str]:
+    """A store URL of the backend `request.param` (`sqlite`, `redis`, `postgres`) for a
+    gateway: a file under `tmp`, a key prefix, a schema; removed afterwards."""
+    name: str = request.param
+    if name == "sqlite":
+        yield f"sqlite:///{tmp / 'state.db'}"
+        return
+    data = StoreData(name, tmp, request.getfixturevalue(SERVERS[name]))
+    if name == "redis":
+        # The test Redis keeps nothing on disk: the gateway must be told that is allowed.
+        yield f"{data.url}?prefix={data.prefix}&allow_volatile=true"
+    else:
+        yield with_schema(data.url, data.schema)
+    asyncio.run(data.cleanup())

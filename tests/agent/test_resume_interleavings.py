@@ -403,3 +403,38 @@ async def test_a_store_failure_at_each_operation_of_a_resume_never_runs_a_call_t
             break  # the resume made fewer operations than k: every one has failed once
     else:
         pytest.fail("a resume made over 100 store operations")
+
+
+async def test_an_approval_record_shows_redacted_arguments_and_the_call_runs_the_real_ones(
+    any_store: Store,
+) -> None:
+    got: list[dict[str, Any]] = []
+
+    @tool(effects="destructive")
+    def connect(host: str, settings: dict[str, Any]) -> str:
+        """Connect to a host."""
+        got.append(settings)
+        return "connected"
+
+    real = {
+        "host": "db1",
+        "settings": {"region": "eu", "login": {"user": "me", "password": "hunter2"}},
+    }
+    turn = AssistantMessage(
+        content="",
+        tool_calls=(ToolCall(id="c1", name="connect", arguments=orjson.dumps(real).decode()),),
+    )
+    agent = Agent(ScriptedModel([turn, "done"]), [connect], store=any_store)
+    paused = await agent.run("connect")
+    [approval] = paused.approvals
+    record = await any_store.get_approval(approval.id)
+    assert record is not None
+    assert "hunter2" not in record.arguments
+    assert orjson.loads(record.arguments)["settings"] == {
+        "region": "eu",
+        "login": {"user": "me", "password": "[redacted]"},
+    }
+    assert record.arguments_hash == arguments_hash(real)
+    await approve(any_store, approval.id)
+    assert (await agent.resume(paused.run_id)).status == "completed"
+    assert got == [real["settings"]]

@@ -155,10 +155,11 @@ def test_the_audit_of_one_run(
     assert [(r["event"], r["outcome"]) for r in records] == [
         ("finished", "awaiting_approval"),
         ("finished", "approval_approved"),
+        ("finished", "run_resumed"),  # who resumed, before anything ran
         ("started", None),
         ("finished", "ok"),
     ]
-    assert {r["tool"] for r in records} == {"wipe"}
+    assert {r["tool"] for r in records} == {"wipe", ""}
     assert {r["run_id"] for r in records} == {run_id}
     ran = records[-1]
     assert ran["key_name"] == "alice"
@@ -180,7 +181,8 @@ def test_the_table(cli: CliRunner, gateway: LiveServer, upstream: FakeOpenAIServ
     assert any("wipe(volume=" in line and "ok" in line for line in lines)
     assert any("approval_approved" in line for line in lines)
     assert "approved by ops" in out.stdout
-    assert lines[-1] == "4 records"
+    assert any("run_resumed" in line for line in lines)
+    assert lines[-1] == "5 records"
     assert OPS not in out.output
 
 
@@ -193,12 +195,12 @@ def test_filters(cli: CliRunner, gateway: LiveServer, upstream: FakeOpenAIServer
     assert _records(cli, gateway, "--run", run_id, "--tool", "nothing") == []
     by_alice = _records(cli, gateway, "--run", run_id, "--key-name", "alice")
     by_ops = _records(cli, gateway, "--run", run_id, "--key-name", "ops")
-    assert len(by_alice) == 3
+    assert len(by_alice) == 4  # the resume and the call's two records
     assert [r["outcome"] for r in by_ops] == ["approval_approved"]
 
-    assert len(_records(cli, gateway, "--run", run_id, "--since", "1h")) == 4
+    assert len(_records(cli, gateway, "--run", run_id, "--since", "1h")) == 5
     assert _records(cli, gateway, "--run", run_id, "--until", "2001-01-01") == []
-    assert len(_records(cli, gateway, "--run", run_id, "--since", "2001-01-01T00:00Z")) == 4
+    assert len(_records(cli, gateway, "--run", run_id, "--since", "2001-01-01T00:00Z")) == 5
     future = str(time.time() + 3600)
     assert _records(cli, gateway, "--run", run_id, "--since", future) == []
 

@@ -30,7 +30,11 @@ def _config(upstream_url: str, **extra: Any) -> Any:
     return config_with(
         upstream=native_upstream(upstream_url),
         server_tools={"modules": ["approval_tools"]},
-        keys=[{"name": "alice", "sha256": hashlib.sha256(ALICE.encode()).hexdigest()}],
+        keys=[
+            {"name": "alice", "sha256": hashlib.sha256(ALICE.encode()).hexdigest()},
+            # drain_cluster's approver: a tool's approver must be a configured key.
+            {"name": "ops", "sha256": hashlib.sha256(b"tw-ops").hexdigest(), "admin": True},
+        ],
         store="memory",
         **extra,
     )

@@ -48,6 +48,8 @@ def server(openai_server: FakeOpenAIServer) -> Iterator[LiveServer]:
         keys=[
             {"name": "admin", "sha256": _digest(ADMIN), "admin": True, "scopes": ["reports"]},
             {"name": "user", "sha256": _digest(USER)},
+            # drain_cluster's approver: a tool's approver must be a configured key.
+            {"name": "ops", "sha256": _digest("tw-ops"), "admin": True},
         ],
         store="memory",
     )

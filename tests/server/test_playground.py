@@ -60,7 +60,12 @@ def test_the_page_and_its_assets_are_served_with_a_strict_policy(gateway: LiveSe
 
 def test_the_page_needs_no_key_but_the_api_does() -> None:
     key = "tw-playground-key"
-    config = _config(keys=[{"name": "me", "sha256": hashlib.sha256(key.encode()).hexdigest()}])
+    keys = [
+        {"name": "me", "sha256": hashlib.sha256(key.encode()).hexdigest()},
+        # drain_cluster's approver: a tool's approver must be a configured key.
+        {"name": "ops", "sha256": hashlib.sha256(b"tw-ops").hexdigest(), "admin": True},
+    ]
+    config = _config(keys=keys)
     with LiveServer(create_app(config)) as live, httpx.Client(base_url=live.url) as http:
         assert http.get("/").status_code == 200
         assert http.get("/v1/models").status_code == 401

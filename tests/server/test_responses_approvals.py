@@ -166,8 +166,10 @@ def test_approving_runs_the_call_once_and_the_answer_comes_back(
         approval = http.get(f"/v1/approvals/{request.id}").json()
         audit = http.get("/v1/audit", params={"run_id": approval["run_id"]}).json()["data"]
     assert (approval["status"], approval["decided_by"]) == ("used", "alice")
-    assert [r["outcome"] for r in audit if r["event"] == "finished"][-2:] == [
+    # The decision, then the resume (who resumed, before anything ran), then the call.
+    assert [r["outcome"] for r in audit if r["event"] == "finished"][-3:] == [
         "approval_approved",
+        "run_resumed",
         "ok",
     ]
 

@@ -36,7 +36,7 @@ from toolwire.models.messages import (
 from toolwire.parsing.events import ContentDelta
 from toolwire.parsing.events import ReasoningDelta as ModelReasoningDelta
 from toolwire.runner import Approver, Policy, ToolRunner
-from toolwire.runner.audit import Grant
+from toolwire.runner.audit import Grant, redact_arguments_json
 from toolwire.store.base import (
     ApprovalRecord,
     ApprovalStatus,
@@ -892,11 +892,13 @@ def _trace_turn(model: str, started: int, response: ModelResponse) -> None:
 
 def _pending(call: ToolCall, tool: Tool) -> PendingApproval:
     arguments = orjson.loads(call.arguments)
+    text = canonical_json(arguments)
     return PendingApproval(
         id="apr_" + uuid.uuid4().hex,
         call_id=call.id,
         tool=tool.name,
-        arguments=canonical_json(arguments),
+        arguments=text,
+        shown_arguments=redact_arguments_json(tool, text),
         arguments_hash=arguments_hash(arguments),
         reason=f"{tool.name!r} is a {tool.effects} tool: a person must approve this call.",
         effects=tool.effects,

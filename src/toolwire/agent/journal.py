@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Final
 
 from toolwire.agent.state import RunState
+from toolwire.runner.audit import redact_arguments_json
 from toolwire.store.base import ApprovalRecord, RunRecord, Store, StoreConflict
 
 __all__ = [
@@ -232,7 +233,12 @@ class RunJournal:
                 run_id=state.run_id,
                 call_id=a.call_id,
                 tool=a.tool,
-                arguments=a.arguments,
+                # People see the approval; the run's state keeps what runs (bound by hash).
+                arguments=(
+                    a.shown_arguments
+                    if a.shown_arguments is not None
+                    else redact_arguments_json(None, a.arguments)
+                ),
                 arguments_hash=a.arguments_hash,
                 reason=a.reason,
                 effects=a.effects,

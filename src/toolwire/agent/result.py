@@ -50,6 +50,9 @@ class PendingApproval:
     """A key name that must decide, when the tool names one."""
     requested_at: float | None = None
     """When the run paused for it (Unix time); the wait is reported apart from the call."""
+    shown_arguments: str | None = None
+    """`arguments` as people may see them (the tool's redaction): what the store keeps in
+    the approval record, while the hash binds the real ones (kept in the run's state)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,6 +65,7 @@ class PendingApproval:
             "effects": self.effects,
             "approver": self.approver,
             "requested_at": self.requested_at,
+            "shown_arguments": self.shown_arguments,
         }
 
     @classmethod
@@ -76,6 +80,7 @@ class PendingApproval:
             effects=data.get("effects", "destructive"),
             approver=data.get("approver"),
             requested_at=data.get("requested_at"),
+            shown_arguments=data.get("shown_arguments"),
         )
 
 

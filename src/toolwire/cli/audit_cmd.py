@@ -165,7 +165,12 @@ def _filtered(params: dict[str, str | int | float | None], after: int | None) ->
     return after is not None or any(v is not None for k, v in params.items() if k != "limit")
 
 
-_OUTCOME_STYLE: Final = {"ok": "green", "approval_approved": "green", "approval_denied": "red"}
+_OUTCOME_STYLE: Final = {
+    "ok": "green",
+    "approval_approved": "green",
+    "approval_denied": "red",
+    "run_resumed": "cyan",  # not a failure: who resumed the run
+}
 
 
 def audit_table(records: list[dict[str, Any]]) -> Table:

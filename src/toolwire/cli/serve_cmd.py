@@ -295,7 +295,8 @@ def check_document(doc: ConfigDocument) -> int:
         The number of server tools (0 when they could not be loaded).
     """
     from toolwire.server import ServerToolsConfig, load_server_tools
-    from toolwire.server.loader import environment_findings
+    from toolwire.server.gateway import tool_approvers
+    from toolwire.server.loader import approver_findings, environment_findings
 
     server_tools = doc.sections.get("server_tools")
     if not isinstance(server_tools, ServerToolsConfig):
@@ -306,6 +307,11 @@ def check_document(doc: ConfigDocument) -> int:
     )
     for loc, message in findings:
         doc.add(loc, message)
+    keys = doc.sections.get("keys")
+    if tools is not None and isinstance(keys, list):
+        named = tool_approvers(tools, server_tools, skip_http=True)
+        for loc, message, severity in approver_findings(named, keys):
+            doc.add(loc, message, severity=severity)
     if doc.config is not None:
         for loc, message in environment_findings(doc.config):
             doc.add(loc, message, severity="warning")

@@ -11,20 +11,35 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from toolwire.store.base import AuditEvent, AuditRecord, arguments_hash
+import orjson
+
+from toolwire.store.base import AuditEvent, AuditRecord, arguments_hash, canonical_json
 from toolwire.tools import Tool, ToolCall, ToolContext, ToolResult
 
-__all__ = ["AuditLog", "Grant", "audit_arguments", "audit_record"]
+__all__ = [
+    "REDACTED",
+    "AuditLog",
+    "Grant",
+    "audit_record",
+    "redact_arguments",
+    "redact_arguments_json",
+]
 
 _SECRET: Final = re.compile(
-    r"pass(word|wd|phrase)?|secret|token|api[_-]?key|apikey|auth|credential|private[_-]?key|"
-    r"session|cookie",
+    r"pass(word|wd|phrase)?|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|auth|bearer|"
+    r"credential|private[_-]?key|signing[_-]?key|session|cookie|jwt",
     re.IGNORECASE,
 )
+"""Argument names that look like they hold a secret, at any depth."""
+_SECRET_VALUE: Final = re.compile(r"^\s*(bearer|basic|token)\s+\S", re.IGNORECASE)
+"""A credential sent under a harmless name (`{"name": "Authorization", "value": …}`)."""
 REDACTED: Final = "[redacted]"
+_MAX_DEPTH: Final = 32
+"""Deeper values are redacted whole: no argument is worth a `RecursionError`."""
 
 
 class AuditLog(Protocol):
@@ -51,13 +66,91 @@ class Grant:
         return max(0.0, (self.approved_at - self.requested_at) * 1000.0)
 
 
-def audit_arguments(tool: Tool | None, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The arguments as they may be logged: the tool's `audit_arguments` allowlist when it
-    declares one, else every argument whose name does not look like a secret."""
+def redact_arguments(tool: Tool | None, arguments: object) -> dict[str, Any] | None:
+    """The arguments as any record or answer may show them; `None` when they are not a
+    JSON object (nothing in them can be told apart from a secret).
+
+    Names are checked at every depth of nested objects and arrays: an object key that looks
+    like a secret (`password`, `api_key`, `authorization`, `token`, …) has its value
+    replaced by `[redacted]`, and so has a string that is a credential (`Bearer …`).
+
+    When the tool declares `audit_arguments`, only the values at those paths are kept.
+    A path is a dotted list of object keys (`settings.region`); arrays add no segment,
+    so `hosts.name` keeps the `name` of every object in the array `hosts`. A listed path
+    keeps its whole value (secret-looking keys inside it are still redacted); everything
+    else reads `[redacted]`. Never raises, whatever `arguments` holds.
+    """
+    if not isinstance(arguments, Mapping):
+        return None
     allowed = tool.audit_arguments if tool is not None else None
-    if allowed is not None:
-        return {k: (v if k in allowed else REDACTED) for k, v in arguments.items()}
-    return {k: (REDACTED if _SECRET.search(k) else v) for k, v in arguments.items()}
+    shown: dict[str, Any]
+    if allowed is None:
+        shown = _by_name(arguments, 0)
+    else:
+        paths = {tuple(p.split(".")) for p in allowed}
+        prefixes = {path[:i] for path in paths for i in range(1, len(path))}
+        shown = _by_path(arguments, (), paths, prefixes, 0)
+    return shown
+
+
+def redact_arguments_json(tool: Tool | None, text: str) -> str:
+    """`redact_arguments` for arguments kept as JSON text (approvals, calls in a run):
+    the text itself when nothing in it is redacted, else canonical JSON; `"[redacted]"`
+    (a JSON string) for text that is not an object."""
+    if not text.strip():
+        return "{}"
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        parsed = None
+    shown = redact_arguments(tool, parsed)
+    if shown is None:
+        return canonical_json(REDACTED)
+    # Unchanged text stays as it was written (what clients compare against).
+    return text if shown == parsed else canonical_json(shown)
+
+
+def _by_name(value: Any, depth: int) -> Any:
+    if depth > _MAX_DEPTH:
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {
+            str(k): REDACTED if _SECRET.search(str(k)) else _by_name(v, depth + 1)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_by_name(v, depth + 1) for v in value]
+    if isinstance(value, str) and _SECRET_VALUE.match(value):
+        return REDACTED
+    return value
+
+
+def _by_path(
+    value: Any,
+    path: tuple[str, ...],
+    paths: set[tuple[str, ...]],
+    prefixes: set[tuple[str, ...]],
+    depth: int,
+) -> Any:
+    """Keep what the allowlist names; `path` is a prefix of an allowed path."""
+    if depth > _MAX_DEPTH:
+        return REDACTED
+    if isinstance(value, list | tuple):
+        return [_by_path(v, path, paths, prefixes, depth + 1) for v in value]
+    if not isinstance(value, Mapping):
+        return REDACTED  # the listed paths go deeper than this value
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        key = str(k)
+        inner = (*path, key)
+        if inner in paths:
+            # Named by the tool's author: kept even if its name looks secret.
+            out[key] = _by_name(v, depth + 1)
+        elif inner in prefixes:
+            out[key] = _by_path(v, inner, paths, prefixes, depth + 1)
+        else:
+            out[key] = REDACTED
+    return out
 
 
 def audit_record(
@@ -79,7 +172,7 @@ def audit_record(
         tool=tool.name if tool is not None else call.name,
         effects=tool.effects if tool is not None else "unknown",
         arguments_hash=arguments_hash(arguments) if arguments is not None else "",
-        arguments=audit_arguments(tool, arguments) if arguments is not None else None,
+        arguments=redact_arguments(tool, arguments) if arguments is not None else None,
         call_id=call.id,
         outcome=outcome,
         duration_ms=round(result.duration_ms, 3) if result is not None else None,

@@ -1,47 +1,139 @@
-"""Who may see and decide an approval, and taking a decision.
+"""Who may see and decide an approval, see and resume a run, and taking a decision.
 
-Shared by toolwire's approval API (`POST /v1/approvals/{id}`) and the Responses front
-door (`mcp_approval_response` input items), so a decision follows the same rules and
-leaves the same audit record whichever door it comes through.
+The one rule (docs/runs.md has it as a table), used by every door that lists, shows or
+decides approvals, or shows or resumes runs (`/v1/approvals`, `/v1/runs`, the Responses
+door's `mcp_approval_response`, `/mcp`):
+
+- Deciding: a tool's named `approver` key is the only key that may decide its calls
+  (not even an admin: naming one is a separation of duties). Without a named approver,
+  an admin key decides any call, an `approve: any` key any call, an `approve: own` key
+  the calls of its own runs, an `approve: none` key none.
+- Seeing (list and get): whoever may decide, the key whose run asked (it always sees its
+  own requests, even those only another key may decide) and admin keys.
+- Runs (get and resume): their owner and admin keys. An approver sees the approval
+  (tool, redacted arguments, reason, who asked), not the conversation of someone else's
+  run. A resume runs with the owner's scopes whoever resumes it.
+- An open gateway (no keys) has no one to tell apart: every caller is admin and decides
+  everything, named approver or not (`toolwire check` warns about such tools).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Final
 
+from toolwire.server.auth import Keyring
 from toolwire.server.caller import Caller
 from toolwire.server.errors import GatewayError
-from toolwire.store.base import ApprovalRecord, AuditRecord, Store
+from toolwire.store.base import ApprovalRecord, ApprovalStatus, AuditRecord, RunRecord, Store
+from toolwire.tools import ToolContext
 
-__all__ = ["can_see_all", "decide", "decision_audit", "may_decide", "visible"]
+__all__ = [
+    "decide",
+    "decision_audit",
+    "list_visible",
+    "may_decide",
+    "may_see",
+    "may_see_run",
+    "resume_audit",
+    "run_context",
+]
 
-
-def visible(caller: Caller, owner: str | None) -> bool:
-    """Whether the caller may see a record owned by `owner` (its own, or any as admin)."""
-    return caller.admin or owner == caller.name
-
-
-def can_see_all(caller: Caller) -> bool:
-    """A key with `approve: any` may find (and decide) every caller's approvals."""
-    return caller.key is not None and caller.key.approve == "any"
+_SCAN: Final = 1000
+"""Approvals read to fill one listing for a key that may see other keys' approvals: the
+store filters by requester only, so the rest is filtered here."""
 
 
 def may_decide(caller: Caller, record: ApprovalRecord) -> str | None:
     """Why the caller may not decide `record`, or `None` when it may."""
-    if record.approver is not None and caller.key is not None and caller.name != record.approver:
-        return f"Tool {record.tool!r} must be approved by the key {record.approver!r}."
-    if caller.admin:
+    key = caller.key
+    if key is None:
+        return None  # an open gateway: nobody to tell apart
+    if record.approver is not None:
+        if key.name != record.approver:
+            return (
+                f"Tool {record.tool!r} must be approved by the key {record.approver!r}; "
+                f"the key {key.name!r} may not decide it."
+            )
+        if key.approve == "none":
+            return f"The key {key.name!r} has approve: none; it decides no approval."
         return None
-    assert caller.key is not None
-    if caller.key.approve == "any":
+    if key.admin or key.approve == "any":
         return None
-    if caller.key.approve == "own" and record.requested_by == caller.name:
+    if key.approve == "own" and record.requested_by == key.name:
         return None
     return (
-        f"The key {caller.name!r} may not decide this approval (its setting is "
-        f"approve: {caller.key.approve}); ask a key allowed to approve."
+        f"The key {key.name!r} may not decide this approval (its setting is "
+        f"approve: {key.approve}); ask a key allowed to approve."
     )
+
+
+def may_see(caller: Caller, record: ApprovalRecord) -> bool:
+    """Whether the caller may list and get `record`: its own request, one it may decide,
+    or any as admin."""
+    return (
+        caller.admin
+        or (caller.name is not None and record.requested_by == caller.name)
+        or may_decide(caller, record) is None
+    )
+
+
+def may_see_run(caller: Caller, owner: str | None) -> bool:
+    """Whether the caller may get and resume a run owned by `owner`."""
+    return caller.admin or (caller.name is not None and owner == caller.name)
+
+
+async def list_visible(
+    store: Store,
+    caller: Caller,
+    *,
+    status: ApprovalStatus | None,
+    run_id: str | None,
+    now: float,
+    limit: int,
+    named: bool,
+) -> list[ApprovalRecord]:
+    """The approvals the caller may see, newest first.
+
+    Args:
+        named: Some server tool names the caller's key as its approver.
+
+    Raises:
+        StoreError: The store failed.
+    """
+    key = caller.key
+    # Only admin, `any` and named-approver keys see other keys' requests; every other
+    # listing is the store's indexed one by requester.
+    others = key is not None and key.approve != "none" and (key.approve == "any" or named)
+    if caller.admin or not others:
+        records = await store.list_approvals(
+            status=status,
+            requested_by=None if caller.admin else caller.name,
+            run_id=run_id,
+            now=now,
+            limit=limit,
+        )
+    else:
+        records = await store.list_approvals(
+            status=status, run_id=run_id, now=now, limit=max(limit, _SCAN)
+        )
+    return [r for r in records if may_see(caller, r)][:limit]
+
+
+def run_context(keyring: Keyring, caller: Caller, owner: str | None) -> ToolContext:
+    """The context a resumed run's tools run in: the owner's principal and scopes, so an
+    admin resuming someone's run cannot widen what runs. The caller's forwarded token is
+    passed on only when the caller is the owner (it is nobody else's to use)."""
+    ctx = caller.ctx
+    if caller.key is None or owner == caller.name:
+        ctx.principal = owner
+        return ctx
+    key = keyring.get(owner) if owner is not None else None
+    ctx.principal = owner
+    ctx.scopes = key.scopes if key is not None else frozenset()
+    ctx.auth_token = None
+    return ctx
 
 
 async def decide(
@@ -109,4 +201,23 @@ def decision_audit(record: ApprovalRecord, caller: Caller, request_id: str | Non
         approved_by=record.decided_by,
         approved_at=record.decided_at,
         request_id=request_id,
+    )
+
+
+def resume_audit(run: RunRecord, caller: Caller, ctx: ToolContext) -> AuditRecord:
+    """The audit record of a resume (`outcome: run_resumed`), written before it is tried:
+    who resumed (`key_name`), when, and the run. The tools it runs are recorded as the
+    run's owner's, with the same `request_id`; a resume refused with 409 has none."""
+    return AuditRecord(
+        time=time.time(),
+        event="finished",
+        tool="",
+        effects="",
+        arguments_hash="",
+        arguments=None,
+        call_id="",
+        outcome="run_resumed",
+        run_id=run.id,
+        key_name=caller.name,
+        request_id=ctx.metadata.get("request_id"),
     )

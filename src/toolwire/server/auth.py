@@ -96,6 +96,10 @@ class Keyring:
     def __len__(self) -> int:
         return len(self._keys)
 
+    def get(self, name: str) -> GatewayKey | None:
+        """The key named `name` (a run's owner, a tool's approver), or `None`."""
+        return next((k for k in self._keys if k.name == name), None)
+
     def authenticate(self, token: str | None) -> GatewayKey | None:
         """The key matching `token`, or `None`."""
         if token is None:

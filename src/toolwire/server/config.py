@@ -216,8 +216,9 @@ class HttpToolConfig(_Section):
     approver: str | None = None
     """For a destructive tool: the key (by name) that must approve its calls."""
     audit_arguments: list[str] | None = None
-    """Arguments whose values the audit log may record; by default every argument whose
-    name does not look like a secret."""
+    """Arguments whose values the audit log, approvals and run views may show; dotted
+    paths reach into objects (`settings.region`). By default every value whose name, at
+    any depth, does not look like a secret."""
 
     @field_validator("method", mode="before")
     @classmethod
@@ -440,11 +441,13 @@ class KeyConfig(_Section):
     scopes: list[str] = Field(default_factory=list)
     """Becomes `ToolContext.scopes`: the tool permissions of this key."""
     admin: bool = False
-    """May list every caller's approvals and runs, decide any approval and read the
-    audit log (`/v1/audit`)."""
+    """May see every caller's approvals and runs, resume any run (with its owner's
+    scopes), decide any approval no tool reserves for another key, and read the audit log
+    (`/v1/audit`)."""
     approve: Literal["own", "any", "none"] = "own"
-    """Which approvals this key may decide: those of its own runs (default), anyone's,
-    or none. A tool that names an `approver` key can only be decided by that key."""
+    """Which approvals this key may decide (and so see): those of its own runs
+    (default), anyone's, or none. A tool that names an `approver` key can only be decided
+    by that key, whatever the settings (docs/runs.md has the whole table)."""
 
     @field_validator("sha256", mode="before")
     @classmethod

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from toolwire.agent import Agent
 from toolwire.models import Model
@@ -21,6 +21,7 @@ from toolwire.models.aiohttp_transport import pooled_client
 from toolwire.models.observed import ModelObserver
 from toolwire.models.parsed import FailureHook
 from toolwire.runner import Policy, ToolRunner
+from toolwire.runner.audit import redact_arguments, redact_arguments_json
 from toolwire.server.auth import GatewayKey, Keyring
 from toolwire.server.config import (
     GatewayConfig,
@@ -34,6 +35,7 @@ from toolwire.server.loader import (
     ConfigError,
     ConfigProblem,
     Loc,
+    approver_findings,
     environment_findings,
     format_path,
 )
@@ -44,7 +46,13 @@ from toolwire.tools.http import HttpTool, HttpTools
 from toolwire.tools.mcp import McpTools
 from toolwire.tools.toolbox import Toolbox
 
-__all__ = ["Gateway", "ServerTools", "load_mcp_servers", "load_server_tools"]
+__all__ = [
+    "Gateway",
+    "ServerTools",
+    "load_mcp_servers",
+    "load_server_tools",
+    "tool_approvers",
+]
 
 logger = logging.getLogger("toolwire.server")
 
@@ -180,6 +188,22 @@ def load_server_tools(
     )
 
 
+def tool_approvers(
+    tools: ServerTools, config: ServerToolsConfig, *, skip_http: bool = False
+) -> list[tuple[Loc, str, str | None]]:
+    """`(where, tool, approver)` of the server tools for `approver_findings`. The YAML's
+    HTTP tools are located at their entry (`skip_http`: `parse_config` reports those)."""
+    http = {h.name: i for i, h in enumerate(config.http)}
+    out: list[tuple[Loc, str, str | None]] = []
+    for tool in tools.provider.tools:
+        if tool.name not in http:
+            out.append((("server_tools",), tool.name, tool.approver))
+        elif not skip_http:
+            loc: Loc = ("server_tools", "http", http[tool.name], "approver")
+            out.append((loc, tool.name, tool.approver))
+    return out
+
+
 _PROVIDER_ENV: Final = {
     "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
     "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
@@ -232,6 +256,14 @@ class Gateway:
         mcp = load_mcp_servers(config.mcp_servers, env)
         tools, findings = load_server_tools(config.server_tools, mcp, config.http_tools, env)
         problems += [ConfigProblem(path=format_path(loc), message=m) for loc, m in findings]
+        if tools is not None:
+            for loc, message, severity in approver_findings(
+                tool_approvers(tools, config.server_tools), config.keys
+            ):
+                if severity == "error":
+                    problems.append(ConfigProblem(path=format_path(loc), message=message))
+                else:
+                    logger.warning("%s: %s", format_path(loc), message)
         store_url = config.store or env.get("TOOLWIRE_STORE") or default_store_url()
         store: Store | None = None
         try:
@@ -373,6 +405,18 @@ class Gateway:
         if key is None or len(key) < 8 or key not in text:
             return text
         return text.replace(key, "[redacted]")
+
+    def shown_arguments(self, tool_name: str, arguments: str) -> str:
+        """A call's JSON arguments as an answer may show them: redacted at every depth by
+        the server tool's allowlist (by secret-looking names for any other tool)."""
+        return redact_arguments_json(self._server_tool(tool_name), arguments)
+
+    def shown_object(self, tool_name: str, arguments: Any) -> dict[str, Any] | None:
+        """`shown_arguments` for arguments already parsed (audit records)."""
+        return redact_arguments(self._server_tool(tool_name), arguments)
+
+    def _server_tool(self, name: str) -> Tool | None:
+        return next((t for t in self.server_tool_list if t.name == name), None)
 
     def unknown_model(self, model_id: str) -> GatewayError:
         """The 404 for a model id the config does not route."""

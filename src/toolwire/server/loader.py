@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, Union, cast, get_args, get_origin
@@ -24,7 +24,7 @@ from typing import Any, Final, Literal, Union, cast, get_args, get_origin
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from toolwire.server.config import GatewayConfig, parse_tool_calls
+from toolwire.server.config import GatewayConfig, KeyConfig, parse_tool_calls
 from toolwire.tools.http import endpoint_problem
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "ConfigError",
     "ConfigProblem",
     "Loc",
+    "approver_findings",
     "environment_findings",
     "format_path",
     "load_config",
@@ -187,9 +188,67 @@ def parse_config(text: str, *, source: str = "<config>") -> ConfigDocument:
         doc.sections[section] = value
         for loc, message in _SECTION_CHECKS[section](value):
             doc.add((section, *loc), message)
+    tools, keys = doc.sections.get("server_tools"), doc.sections.get("keys")
+    if tools is not None and keys is not None:
+        named = [
+            (("server_tools", "http", i, "approver"), h.name, h.approver)
+            for i, h in enumerate(tools.http)
+        ]
+        for loc, message, severity in approver_findings(named, keys):
+            doc.add(loc, message, severity=severity)
     if not doc.errors:
         doc.config = config
     return doc
+
+
+Severity = Literal["error", "warning"]
+
+
+def approver_findings(
+    named: Iterable[tuple[Loc, str, str | None]], keys: Sequence[KeyConfig]
+) -> list[tuple[Loc, str, Severity]]:
+    """Tools whose named `approver` could never decide their calls.
+
+    Args:
+        named: `(where, tool name, approver)` of each tool (the approver may be `None`).
+        keys: The configured keys.
+    """
+    found: list[tuple[Loc, str, Severity]] = []
+    by_name = {k.name: k for k in keys}
+    for loc, tool, approver in named:
+        if approver is None:
+            continue
+        key = by_name.get(approver)
+        if not keys:
+            found.append(
+                (
+                    loc,
+                    f"tool {tool!r} names the approver {approver!r}, but the gateway has no "
+                    "keys: any caller may approve its calls. Configure keys (one named "
+                    f"{approver!r}) to make that key the only one",
+                    "warning",
+                )
+            )
+        elif key is None:
+            known = ", ".join(repr(k.name) for k in keys)
+            found.append(
+                (
+                    loc,
+                    f"tool {tool!r} names the approver {approver!r}, which is not a "
+                    f"configured key (keys: {known}); its calls could never be approved",
+                    "error",
+                )
+            )
+        elif key.approve == "none":
+            found.append(
+                (
+                    loc,
+                    f"tool {tool!r} names the approver {approver!r}, whose key has "
+                    "approve: none; give that key approve: own or any, or name another key",
+                    "error",
+                )
+            )
+    return found
 
 
 def environment_findings(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 from toolwire.agent import AgentEvent, ApprovalRequired, ToolCallResult, ToolCallStart
@@ -18,6 +19,7 @@ from toolwire.server.gateway import Gateway
 from toolwire.tools import ToolResult
 
 __all__ = [
+    "Shown",
     "approval_json",
     "event_payload",
     "result_json",
@@ -25,6 +27,10 @@ __all__ = [
     "run_status",
     "wait_for_decisions",
 ]
+
+Shown = Callable[[str, str], str]
+"""A call's JSON arguments as an answer may show them, by tool name (redacted:
+`Gateway.shown_arguments`); every payload here that holds arguments goes through it."""
 
 _DECISION_POLL: Final = 0.2
 """Seconds between two looks at the store while a stream waits for decisions."""
@@ -47,7 +53,7 @@ def result_json(result: ToolResult) -> dict[str, Any]:
     }
 
 
-def approval_json(approval: PendingApproval) -> dict[str, Any]:
+def approval_json(approval: PendingApproval, shown: Shown) -> dict[str, Any]:
     """A pending approval in the shape of the Responses API's `mcp_approval_request`
     (`id`, `name`, `arguments`), plus toolwire's binding fields."""
     return {
@@ -55,21 +61,21 @@ def approval_json(approval: PendingApproval) -> dict[str, Any]:
         "id": approval.id,
         "call_id": approval.call_id,
         "name": approval.tool,
-        "arguments": approval.arguments,
+        "arguments": shown(approval.tool, approval.arguments),
         "arguments_hash": approval.arguments_hash,
         "effects": approval.effects,
         "reason": approval.reason,
     }
 
 
-def event_payload(event: AgentEvent) -> dict[str, Any] | None:
+def event_payload(event: AgentEvent, shown: Shown) -> dict[str, Any] | None:
     """The extension payload of a server-tool event (`None` for text and the end)."""
     if isinstance(event, ToolCallStart):
         return {
             "type": "tool_call",
             "id": event.call_id,
             "name": event.name,
-            "arguments": event.arguments,
+            "arguments": shown(event.name, event.arguments),
         }
     if isinstance(event, ToolCallResult):
         return {"type": "tool_result", **result_json(event.result)}
@@ -78,25 +84,25 @@ def event_payload(event: AgentEvent) -> dict[str, Any] | None:
             "type": "approval_required",
             "call_id": event.call.id,
             "name": event.call.name,
-            "arguments": event.call.arguments,
+            "arguments": shown(event.call.name, event.call.arguments),
         }
         if event.approval is not None:
-            payload.update(approval_json(event.approval))
+            payload.update(approval_json(event.approval, shown))
         return payload
     return None
 
 
-def run_status(result: RunResult) -> dict[str, Any]:
+def run_status(result: RunResult, shown: Shown) -> dict[str, Any]:
     """How the run ended, with its id and what it waits for (the `run_status` payload)."""
     out: dict[str, Any] = {"status": result.status, "output": result.output}
     if result.run_id:
         out["run_id"] = result.run_id
     if result.approvals:
-        out["pending_approvals"] = [approval_json(a) for a in result.approvals]
+        out["pending_approvals"] = [approval_json(a, shown) for a in result.approvals]
     return out
 
 
-def run_extension(result: RunResult) -> dict[str, Any]:
+def run_extension(result: RunResult, shown: Shown) -> dict[str, Any]:
     """The `toolwire` field of a whole answer: the status and the server tools that ran."""
     calls: list[dict[str, Any]] = []
     for step in result.steps:
@@ -109,11 +115,11 @@ def run_extension(result: RunResult) -> dict[str, Any]:
                 {
                     "id": call.id,
                     "name": call.name,
-                    "arguments": call.arguments,
+                    "arguments": shown(call.name, call.arguments),
                     "result": result_json(done),
                 }
             )
-    return {**run_status(result), "tool_calls": calls}
+    return {**run_status(result, shown), "tool_calls": calls}
 
 
 async def wait_for_decisions(gateway: Gateway, result: RunResult, wait: float) -> bool:

@@ -93,9 +93,10 @@ def tool(
         scopes: Permissions the caller needs (`ToolContext.scopes`).
         approver: For destructive tools: the one gateway key (by name) that may approve
             their calls; by default any key allowed to approve.
-        audit_arguments: The arguments whose values the audit log may record (the others
-            read `[redacted]`); by default every argument whose name does not look like
-            a secret.
+        audit_arguments: The arguments whose values the audit log, approvals and run views
+            may show (the others read `[redacted]`); dotted paths reach into objects
+            (`settings.region`). By default every value whose name, at any depth, does not
+            look like a secret.
 
     Raises:
         ToolDefinitionError: The signature or an option is wrong; the message says what

@@ -148,8 +148,10 @@ class Tool:
     """The gateway key (by name) that must approve calls of this destructive tool; any key
     allowed to approve when `None`."""
     audit_arguments: tuple[str, ...] | None = None
-    """Arguments whose values the audit log may record (the others read `[redacted]`);
-    `None`: every argument whose name does not look like a secret."""
+    """Arguments whose values records and answers may show (the audit log, approvals,
+    run views); the others read `[redacted]`. Dotted paths reach into objects
+    (`settings.region`; arrays add no segment). `None`: everything except values whose
+    name, at any depth, looks like a secret."""
     strict: bool | None = None
     """OpenAI's structured-outputs flag for the arguments; sent as `function.strict` when
     set (a client's tool keeps the flag it was declared with)."""

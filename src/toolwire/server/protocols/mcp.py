@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import time
 import uuid
@@ -32,8 +33,8 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from toolwire.runner import ToolRunner, approve_all
-from toolwire.runner.audit import Grant
+from toolwire.runner import Approver, ToolRunner, approve_all
+from toolwire.runner.audit import Grant, redact_arguments
 from toolwire.server.caller import Caller, authenticate
 from toolwire.server.errors import GatewayError
 from toolwire.server.responses import json_response
@@ -242,10 +243,6 @@ class McpFrontDoor:
         return await _approved_run(gateway, store, caller, call, tool)
 
 
-async def _undecided(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool | None:
-    return None
-
-
 class _Asgi:
     """An ASGI callable as a route endpoint (Starlette treats a bound method as a
     request-response function)."""
@@ -271,16 +268,26 @@ async def _approved_run(
 ) -> ToolResult | str:
     """Run a destructive call only on an approval of exactly this call."""
     # Validation, scopes and the policy first: what could not run is answered as is.
-    checked = await gateway.runner.exec(call, caller.ctx, approver=_undecided)
-    if checked.error is None or checked.error.code != "awaiting_approval":
+    validated: list[ToolCall] = []
+
+    async def undecided(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool | None:
+        validated.append(call)  # its arguments as validated: what would run
+        return None
+
+    checked = await gateway.runner.exec(call, caller.ctx, approver=undecided)
+    if checked.error is None or checked.error.code != "awaiting_approval" or not validated:
         return checked
-    arguments = orjson.loads(call.arguments)
+    arguments = orjson.loads(validated[-1].arguments)
     digest = arguments_hash(arguments)
+    # One "run" per key, tool and arguments: the approvals of this very call are one
+    # indexed query away, however many other approvals there are.
+    binding = canonical_json([caller.name, tool.name, digest]).encode()
+    run_id = _RUN_PREFIX + hashlib.sha256(binding).hexdigest()[:32]
     now = time.time()
     mine = [
         r
-        for r in await store.list_approvals(requested_by=caller.name, now=now, limit=200)
-        if r.run_id.startswith(_RUN_PREFIX) and r.tool == tool.name and r.arguments_hash == digest
+        for r in await store.list_approvals(run_id=run_id, now=now, limit=100)
+        if r.requested_by == caller.name and r.tool == tool.name and r.arguments_hash == digest
     ]
     for record in mine:
         if record.effective_status(now) != "approved":
@@ -295,15 +302,16 @@ async def _approved_run(
             requested_at=record.created_at,
         )
         call = replace(call, id=record.call_id)
-        return await gateway.runner.exec(call, caller.ctx, approver=approve_all, grant=grant)
+        return await gateway.runner.exec(call, caller.ctx, approver=_bound(digest), grant=grant)
     pending = next((r for r in mine if r.effective_status(now) == "pending"), None)
     if pending is None:
         pending = ApprovalRecord(
             id="apr_" + uuid.uuid4().hex,
-            run_id=_RUN_PREFIX + uuid.uuid4().hex,
+            run_id=run_id,
             call_id=call.id,
             tool=tool.name,
-            arguments=canonical_json(arguments),
+            # Shown to whoever lists it; the hash binds the real arguments.
+            arguments=canonical_json(redact_arguments(tool, arguments)),
             arguments_hash=digest,
             reason=f"{tool.name!r} is a destructive tool called over MCP: a person must "
             "approve this call.",
@@ -321,6 +329,15 @@ async def _approved_run(
         '{"decision": "approve"}. Then call the tool again with the same arguments: it '
         "runs once."
     )
+
+
+def _bound(digest: str) -> Approver:
+    """Approves the call only if its validated arguments are the approved ones."""
+
+    async def approve(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool | None:
+        return arguments_hash(orjson.loads(call.arguments)) == digest
+
+    return approve
 
 
 # --- over stdio -------------------------------------------------------------------------------

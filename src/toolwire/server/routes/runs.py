@@ -1,18 +1,23 @@
 """`/v1/approvals`, `/v1/runs` and `/v1/audit`: people decide, runs go on, actions are
 accounted for.
 
-- `GET /v1/approvals?status=pending`: the caller's approvals (everyone's for an admin key)
+- `GET /v1/approvals?status=pending`: the approvals the caller may see (its own requests,
+  those it may decide; everyone's for an admin key)
 - `GET /v1/approvals/{id}`: one approval
 - `POST /v1/approvals/{id}`: `{"decision": "approve" | "deny", "reason": "..."}` (or the
   Responses API's `{"approve": true}`)
-- `GET /v1/runs/{id}`: a run's status, steps and pending approvals
+- `GET /v1/runs/{id}`: a run's status, steps and pending approvals (its owner, admin keys)
 - `POST /v1/runs/{id}/resume`: continue a run once its approvals are decided; answers as
-  a chat completion (`{"stream": true}` for chunks)
+  a chat completion (`{"stream": true}` for chunks). Tools run with the owner's scopes
+  whoever resumes, and the resume is audited (`outcome: run_resumed`)
 - `GET /v1/audit`: the audit log (admin keys); filters `tool`, `key`, `outcome`, `run_id`,
   `since`, `until`; pages with `after` (the last id seen) and `limit`
 
-Deciding is a compare-and-set in the store: of two decisions at the same moment (through
-two replicas), exactly one wins; the other gets 409.
+Who may do what is `toolwire.server.approvals` (the table is in docs/runs.md): a caller
+gets 404 for what it may not see and 403 for what it sees but may not decide. Arguments
+are shown redacted (`toolwire.runner.audit.redact_arguments`). Deciding is a
+compare-and-set in the store: of two decisions at the same moment (through two replicas),
+exactly one wins; the other gets 409.
 """
 
 from __future__ import annotations
@@ -29,7 +34,14 @@ from starlette.routing import Route
 from toolwire.agent.agent import RunConflict
 from toolwire.agent.journal import read_status
 from toolwire.agent.result import RunResult
-from toolwire.server.approvals import can_see_all, decide, visible
+from toolwire.server.approvals import (
+    decide,
+    list_visible,
+    may_see,
+    may_see_run,
+    resume_audit,
+    run_context,
+)
 from toolwire.server.caller import Caller, authenticate, gateway_of
 from toolwire.server.errors import GatewayError, store_error
 from toolwire.server.gateway import Gateway
@@ -54,7 +66,7 @@ __all__ = ["routes"]
 _STATUSES = ("pending", "approved", "denied", "expired", "used")
 
 
-def approval_body(record: ApprovalRecord, now: float) -> dict[str, Any]:
+def approval_body(gateway: Gateway, record: ApprovalRecord, now: float) -> dict[str, Any]:
     return {
         "object": "approval",
         "id": record.id,
@@ -63,7 +75,7 @@ def approval_body(record: ApprovalRecord, now: float) -> dict[str, Any]:
         "run_id": record.run_id,
         "call_id": record.call_id,
         "name": record.tool,
-        "arguments": record.arguments,
+        "arguments": gateway.shown_arguments(record.tool, record.arguments),
         "arguments_hash": record.arguments_hash,
         "effects": record.effects,
         "reason": record.reason,
@@ -108,19 +120,18 @@ async def _list_approvals(request: Request) -> Response:
     limit = _int_param(params.get("limit"), "limit", 100, 1, 1000)
     now = time.time()
     try:
-        records = await gateway.store.list_approvals(
+        records = await list_visible(
+            gateway.store,
+            caller,
             status=cast("ApprovalStatus | None", status),
-            requested_by=None if caller.admin else caller.name,
             run_id=params.get("run_id"),
             now=now,
             limit=limit,
+            named=any(t.approver == caller.name for t in gateway.server_tool_list),
         )
     except StoreError as exc:
         raise store_error(exc) from None
-    if not caller.admin:
-        # On a keyed gateway a caller sees only the approvals its own runs asked for.
-        records = [r for r in records if r.requested_by == caller.name]
-    data = [approval_body(r, now) for r in records]
+    data = [approval_body(gateway, r, now) for r in records]
     return json_response({"object": "list", "data": data})
 
 
@@ -131,9 +142,9 @@ async def _get_approval(request: Request) -> Response:
         record = await gateway.store.get_approval(ident)
     except StoreError as exc:
         raise store_error(exc) from None
-    if record is None or not visible(caller, record.requested_by):
+    if record is None or not may_see(caller, record):
         raise _not_found("Approval", ident)
-    return json_response(approval_body(record, time.time()))
+    return json_response(approval_body(gateway, record, time.time()))
 
 
 class DecisionRequest(BaseModel):
@@ -168,7 +179,7 @@ async def _decide(request: Request) -> Response:
     now = time.time()
     try:
         record = await gateway.store.get_approval(ident)
-        if record is None or not (visible(caller, record.requested_by) or can_see_all(caller)):
+        if record is None or not may_see(caller, record):
             raise _not_found("Approval", ident)
         decided = await decide(
             gateway.store,
@@ -181,13 +192,13 @@ async def _decide(request: Request) -> Response:
         )
     except StoreError as exc:
         raise store_error(exc) from None
-    return json_response(approval_body(decided, now))
+    return json_response(approval_body(gateway, decided, now))
 
 
 # --- runs -----------------------------------------------------------------------------------
 
 
-def run_body(record: RunRecord, now: float) -> dict[str, Any]:
+def run_body(gateway: Gateway, record: RunRecord, now: float) -> dict[str, Any]:
     state = record.state
     steps = []
     for step in state.get("steps", []):
@@ -195,7 +206,7 @@ def run_body(record: RunRecord, now: float) -> dict[str, Any]:
         steps.append(
             {
                 "content": message.get("content"),
-                "tool_calls": message.get("tool_calls", []),
+                "tool_calls": [_shown_call(gateway, c) for c in message.get("tool_calls", [])],
                 "tool_results": step.get("tool_results", []),
                 "finish_reason": step.get("finish_reason"),
             }
@@ -210,8 +221,18 @@ def run_body(record: RunRecord, now: float) -> dict[str, Any]:
         "updated_at": record.updated_at,
         "output": state.get("output"),
         "steps": steps,
-        "pending_approvals": state.get("approvals", []),
+        "pending_approvals": [_shown_call(gateway, a) for a in state.get("approvals", [])],
     }
+
+
+def _shown_call(gateway: Gateway, item: Any) -> Any:
+    """A stored call or pending approval (`name` or `tool`, JSON `arguments`) with its
+    arguments redacted."""
+    if not isinstance(item, dict) or not isinstance(item.get("arguments"), str):
+        return item
+    name = item.get("name", item.get("tool"))
+    tool = name if isinstance(name, str) else ""
+    return {**item, "arguments": gateway.shown_arguments(tool, item["arguments"])}
 
 
 async def _get_run(request: Request) -> Response:
@@ -221,9 +242,9 @@ async def _get_run(request: Request) -> Response:
         record = await gateway.store.get_run(ident)
     except StoreError as exc:
         raise store_error(exc) from None
-    if record is None or not visible(caller, record.owner):
+    if record is None or not may_see_run(caller, record.owner):
         raise _not_found("Run", ident)
-    return json_response(run_body(record, time.time()))
+    return json_response(run_body(gateway, record, time.time()))
 
 
 class ResumeRequest(BaseModel):
@@ -242,7 +263,7 @@ async def _resume(request: Request) -> Response:
         record = await gateway.store.get_run(ident)
     except StoreError as exc:
         raise store_error(exc) from None
-    if record is None or not visible(caller, record.owner):
+    if record is None or not may_see_run(caller, record.owner):
         raise _not_found("Run", ident)
     model_id = record.model or ""
     agent = gateway.agents.get(model_id)
@@ -253,8 +274,12 @@ async def _resume(request: Request) -> Response:
             "longer routes; it cannot be resumed here.",
             code="run_not_resumable",
         )
-    ctx = caller.ctx
-    ctx.principal = record.owner
+    ctx = run_context(gateway.keyring, caller, record.owner)
+    try:
+        # Before anything runs: a failed write changes nothing.
+        await gateway.store.append_audit(resume_audit(record, caller, ctx))
+    except StoreError as exc:
+        raise store_error(exc) from None
     events = agent.resume_stream(ident, None, ctx, stream=body.stream)
     try:
         # The claim and the decision checks happen before the first event.
@@ -290,7 +315,7 @@ async def _resume(request: Request) -> Response:
 # --- audit ----------------------------------------------------------------------------------
 
 
-def audit_body(record: AuditRecord) -> dict[str, Any]:
+def audit_body(gateway: Gateway, record: AuditRecord) -> dict[str, Any]:
     return {
         "object": "audit.record",
         "id": record.id,
@@ -303,7 +328,8 @@ def audit_body(record: AuditRecord) -> dict[str, Any]:
         "tool": record.tool,
         "effects": record.effects,
         "arguments_hash": record.arguments_hash,
-        "arguments": record.arguments,
+        # Records written before nested redaction existed are shown redacted too.
+        "arguments": gateway.shown_object(record.tool, record.arguments),
         "outcome": record.outcome,
         "duration_ms": record.duration_ms,
         "approval_wait_ms": record.approval_wait_ms,
@@ -334,7 +360,7 @@ async def _audit(request: Request) -> Response:
         records = await gateway.store.list_audit(query)
     except StoreError as exc:
         raise store_error(exc) from None
-    data = [audit_body(r) for r in records]
+    data = [audit_body(gateway, r) for r in records]
     has_more = len(records) == query.limit
     return json_response(
         {

@@ -37,7 +37,13 @@ from toolwire.server.protocols.anthropic_messages.wire import (
     stop_reason,
 )
 from toolwire.server.protocols.chat_completions.agent_path import TURN_SEPARATOR
-from toolwire.server.run_view import event_payload, run_extension, run_status, wait_for_decisions
+from toolwire.server.run_view import (
+    Shown,
+    event_payload,
+    run_extension,
+    run_status,
+    wait_for_decisions,
+)
 from toolwire.store.base import StoreError
 
 __all__ = ["agent_message", "agent_stream"]
@@ -64,7 +70,7 @@ async def agent_message(
     async for _ in run.events(events, on_done=on_done, resume=None):
         pass
     assert run.result is not None
-    return writer.message(run_extension(run.result))
+    return writer.message(run_extension(run.result, gateway.shown_arguments))
 
 
 def agent_stream(
@@ -127,7 +133,7 @@ class _Translation:
                         separate = False
                     elif isinstance(event, ToolCallResult):
                         separate = True
-                    chunk = _event_bytes(event, writer)
+                    chunk = _event_bytes(event, writer, self.gateway.shown_arguments)
                     if chunk:
                         yield chunk
             assert final is not None
@@ -160,7 +166,8 @@ class _Translation:
         writer = self.writer
         out = b""
         if result.status != "completed" and result.status != "client_tool_calls":
-            out += writer.extension({"type": "run_status", **run_status(result)})
+            shown = self.gateway.shown_arguments
+            out += writer.extension({"type": "run_status", **run_status(result, shown)})
             # The output says why the run stopped: a client that ignores the extension
             # must not get an empty answer.
             if result.output:
@@ -189,12 +196,12 @@ def _stop(result: RunResult) -> str:
     return "end_turn"
 
 
-def _event_bytes(event: AgentEvent, writer: MessageWriter) -> bytes:
+def _event_bytes(event: AgentEvent, writer: MessageWriter, shown: Shown) -> bytes:
     if isinstance(event, TextDelta):
         return writer.text(event.text)
     if isinstance(event, ReasoningDelta):
         return writer.reasoning(event.text)
-    payload = event_payload(event)
+    payload = event_payload(event, shown)
     return writer.extension(payload) if payload is not None else b""
 
 

@@ -34,7 +34,13 @@ from toolwire.server.protocols.chat_completions.wire import (
     completion_body,
     new_completion_id,
 )
-from toolwire.server.run_view import event_payload, run_extension, run_status, wait_for_decisions
+from toolwire.server.run_view import (
+    Shown,
+    event_payload,
+    run_extension,
+    run_status,
+    wait_for_decisions,
+)
 from toolwire.store.base import StoreError
 
 __all__ = ["TURN_SEPARATOR", "agent_complete", "agent_stream"]
@@ -70,7 +76,7 @@ async def agent_complete(
         message=message,
         finish_reason=finish,
         usage=result.usage,
-        extension=run_extension(result),
+        extension=run_extension(result, gateway.shown_arguments),
     )
 
 
@@ -119,7 +125,7 @@ async def agent_stream(
                     wrote_text = True
                 elif isinstance(event, ToolCallResult):
                     separate = wrote_text
-                chunk = _event_chunk(event, writer)
+                chunk = _event_chunk(event, writer, gateway.shown_arguments)
                 if chunk is not None:
                     yield chunk
         assert final is not None
@@ -137,24 +143,26 @@ async def agent_stream(
             continue
         if on_done is not None:
             await on_done(final)
-        for chunk in _finish(final, writer, include_usage):
+        for chunk in _finish(final, writer, include_usage, gateway.shown_arguments):
             yield chunk
         return
 
 
-def _event_chunk(event: AgentEvent, writer: ChunkWriter) -> bytes | None:
+def _event_chunk(event: AgentEvent, writer: ChunkWriter, shown: Shown) -> bytes | None:
     if isinstance(event, TextDelta):
         return writer.content(event.text) if event.text else None
     if isinstance(event, ReasoningDelta):
         return writer.reasoning(event.text) if event.text else None
-    payload = event_payload(event)
+    payload = event_payload(event, shown)
     return writer.extension(payload) if payload is not None else None
 
 
-def _finish(result: RunResult, writer: ChunkWriter, include_usage: bool) -> list[bytes]:
+def _finish(
+    result: RunResult, writer: ChunkWriter, include_usage: bool, shown: Shown
+) -> list[bytes]:
     out: list[bytes] = []
     if result.status != "completed" and result.status != "client_tool_calls":
-        out.append(writer.extension({"type": "run_status", **run_status(result)}))
+        out.append(writer.extension({"type": "run_status", **run_status(result, shown)}))
         # As in a whole response (`_final_message`), the output says why the run stopped;
         # a client that ignores the extension must not get an empty answer.
         if result.output:

@@ -28,7 +28,7 @@ from starlette.routing import Route
 from toolwire.agent import AgentEvent, RunConflict
 from toolwire.agent.result import RunResult
 from toolwire.models.messages import AssistantMessage, SystemMessage
-from toolwire.server.approvals import decide
+from toolwire.server.approvals import decide, may_see, may_see_run, resume_audit, run_context
 from toolwire.server.caller import Caller, authenticate, gateway_of
 from toolwire.server.errors import GatewayError, store_error
 from toolwire.server.gateway import Gateway
@@ -159,7 +159,10 @@ async def _start(
             stored = _stored_run(response, result, len(instructions))
             await save(gateway.store, caller.name, stored, ttl)
 
-    return agent_response(events, writer, redact=gateway.redact, on_done=on_run), writer
+    body = agent_response(
+        events, writer, redact=gateway.redact, shown=gateway.shown_arguments, on_done=on_run
+    )
+    return body, writer
 
 
 async def _continue(
@@ -210,10 +213,11 @@ async def _continue(
         records = {i: await store.get_approval(i) for i in previous.approvals}
         for record in records.values():
             if record is not None:
-                calls[record.call_id] = (record.tool, record.arguments, record.id)
+                shown = gateway.shown_arguments(record.tool, record.arguments)
+                calls[record.call_id] = (record.tool, shown, record.id)
         for answer in given.answers:
             record = records[answer.approval_id]
-            if record is None:
+            if record is None or not may_see(caller, record):
                 raise GatewayError(
                     404,
                     f"Approval {answer.approval_id!r} does not exist (any more).",
@@ -242,7 +246,19 @@ async def _continue(
             "is gone, or was made with a model this gateway no longer routes.",
             code="run_not_resumable",
         )
-    ctx.principal = run.owner  # the run's tools run for whoever started it
+    if not may_see_run(caller, run.owner):
+        raise GatewayError(
+            404,
+            f"Run {run.id!r} does not exist.",
+            param="previous_response_id",
+            code="run_not_found",
+        )
+    # The run's tools run for whoever started it, with that key's scopes.
+    ctx = run_context(gateway.keyring, caller, run.owner)
+    try:
+        await store.append_audit(resume_audit(run, caller, ctx))
+    except StoreError as exc:
+        raise store_error(exc) from None
     events = agent.resume_stream(run.id, None, ctx, stream=req.stream)
     try:
         # The claim and the decision checks happen before the first event.
@@ -267,7 +283,14 @@ async def _continue(
             stored = _stored_run(response, result, prefix)
             await save(gateway.store, caller.name, stored, gateway.config.memory_ttl)
 
-    body = agent_response(replay(), writer, redact=gateway.redact, on_done=on_run, calls=calls)
+    body = agent_response(
+        replay(),
+        writer,
+        redact=gateway.redact,
+        shown=gateway.shown_arguments,
+        on_done=on_run,
+        calls=calls,
+    )
     return body, writer
 
 

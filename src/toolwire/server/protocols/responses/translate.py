@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from toolwire.agent import AgentEvent, Done, TextDelta, ToolCallResult, ToolCallStart
@@ -30,6 +31,7 @@ from toolwire.server.protocols.responses.wire import (
     approval_request_item,
     mcp_call_item,
 )
+from toolwire.server.run_view import Shown
 from toolwire.store.base import StoreError
 from toolwire.tools.tool import Tool
 
@@ -132,6 +134,7 @@ async def agent_response(
     writer: ResponseWriter,
     *,
     redact: Callable[[str], str],
+    shown: Shown,
     on_done: Callable[[dict[str, Any], RunResult], Awaitable[None]],
     calls: Mapping[str, CallInfo] | None = None,
 ) -> AsyncIterator[bytes]:
@@ -140,8 +143,9 @@ async def agent_response(
     calls waiting for approval as `mcp_approval_request` items.
 
     Args:
+        shown: The arguments as items may show them (redacted).
         calls: Calls the run may report results of without starting them: a resumed
-            run's approved calls, by call id.
+            run's approved calls, by call id (their arguments already as shown).
     """
     known: dict[str, CallInfo] = dict(calls or {})
     opened = False
@@ -163,7 +167,7 @@ async def agent_response(
             if isinstance(event, TextDelta):
                 chunk += writer.text(event.text)
             elif isinstance(event, ToolCallStart):
-                known[event.call_id] = (event.name, event.arguments, None)
+                known[event.call_id] = (event.name, shown(event.name, event.arguments), None)
                 chunk += writer.close_message()
             elif isinstance(event, ToolCallResult):
                 done = event.result
@@ -177,7 +181,8 @@ async def agent_response(
     for call in result.client_calls if result.status == "client_tool_calls" else ():
         out += writer.function_call(call.id, call.name, call.arguments)
     for approval in result.approvals if result.status == "awaiting_approval" else ():
-        out += writer.item(approval_request_item(approval))
+        visible = replace(approval, arguments=shown(approval.tool, approval.arguments))
+        out += writer.item(approval_request_item(visible))
     incomplete: str | None = None
     if result.status == "completed":
         last = result.steps[-1].response if result.steps else None
