@@ -7,10 +7,13 @@ The gateway runs on a real socket in front of the fake OpenAI server; clients ar
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +25,7 @@ from server_support import config_with
 
 from fakes.openai_server import FakeOpenAIServer, completion, delta, sse, tool_call
 from toolwire.server import create_app
+from toolwire.store import ApprovalRecord, open_store
 
 ALICE, BOB, OPS = "tw-alice", "tw-bob", "tw-ops"
 MODEL = "gpt"
@@ -41,8 +45,7 @@ def _config(upstream_url: str, **extra: Any) -> Any:
             {"name": "bob", "sha256": _digest(BOB), "approve": "none"},
             {"name": "ops", "sha256": _digest(OPS), "admin": True},
         ],
-        store="memory",
-        **extra,
+        **({"store": "memory"} | extra),
     )
 
 
@@ -461,3 +464,47 @@ def test_an_announced_approval_can_be_decided_the_moment_it_arrives(
             else:
                 pytest.fail("no approval_required event")
     assert DELETED == []
+
+
+def test_approvals_page_past_a_thousand(tmp_path: Path, openai_server: FakeOpenAIServer) -> None:
+    store_url = f"sqlite:///{tmp_path / 'state.db'}"
+
+    async def fill() -> None:
+        store = open_store(store_url)
+        await store.open()
+        now = time.time()
+        await store.add_approvals(
+            [
+                ApprovalRecord(
+                    id=f"apr_{i:05d}",
+                    run_id="run_x",
+                    call_id=f"call_{i}",
+                    tool="delete_application",
+                    arguments="{}",
+                    arguments_hash="sha256:x",
+                    requested_by="alice",
+                    created_at=now - i // 2,  # ties: the cursor must split them by id
+                    expires_at=now + 3600,
+                )
+                for i in range(1050)
+            ]
+        )
+        await store.aclose()
+
+    asyncio.run(fill())
+    with (
+        LiveServer(create_app(_config(openai_server.base_url, store=store_url))) as live,
+        _http(live, ALICE) as http,
+    ):
+        seen: list[str] = []
+        params: dict[str, Any] = {"limit": 1000}
+        while True:
+            page = http.get("/v1/approvals", params=params).json()
+            seen += [a["id"] for a in page["data"]]
+            if not page["has_more"]:
+                break
+            params["after"] = page["last_id"]
+        bad = http.get("/v1/approvals", params={"after": "apr_nope"})
+    assert len(seen) == 1050
+    assert len(set(seen)) == 1050
+    assert (bad.status_code, bad.json()["error"]["param"]) == (400, "after")

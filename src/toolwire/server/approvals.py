@@ -93,11 +93,13 @@ async def list_visible(
     now: float,
     limit: int,
     named: bool,
+    before: tuple[float, str] | None = None,
 ) -> list[ApprovalRecord]:
     """The approvals the caller may see, newest first.
 
     Args:
         named: Some server tool names the caller's key as its approver.
+        before: The page's cursor: `(created_at, id)` of the last approval already seen.
 
     Raises:
         StoreError: The store failed.
@@ -113,10 +115,11 @@ async def list_visible(
             run_id=run_id,
             now=now,
             limit=limit,
+            before=before,
         )
     else:
         records = await store.list_approvals(
-            status=status, run_id=run_id, now=now, limit=max(limit, _SCAN)
+            status=status, run_id=run_id, now=now, limit=max(limit, _SCAN), before=before
         )
     return [r for r in records if may_see(caller, r)][:limit]
 

@@ -2,7 +2,8 @@
 accounted for.
 
 - `GET /v1/approvals?status=pending`: the approvals the caller may see (its own requests,
-  those it may decide; everyone's for an admin key)
+  those it may decide; everyone's for an admin key), newest first; `limit` (up to 1000)
+  and `after` (the previous page's `last_id`) page through any number
 - `GET /v1/approvals/{id}`: one approval
 - `POST /v1/approvals/{id}`: `{"decision": "approve" | "deny", "reason": "..."}` (or the
   Responses API's `{"approve": true}`)
@@ -118,8 +119,21 @@ async def _list_approvals(request: Request) -> Response:
             param="status",
         )
     limit = _int_param(params.get("limit"), "limit", 100, 1, 1000)
+    after = params.get("after")
     now = time.time()
     try:
+        before = None
+        if after is not None:
+            # Pages go newest first: `after` is the last id of the previous page.
+            seen = await gateway.store.get_approval(after)
+            if seen is None or not may_see(caller, seen):
+                raise GatewayError(
+                    400,
+                    f"after must be the id of an approval listed on the previous page "
+                    f"(its last_id), not {after[:100]!r}.",
+                    param="after",
+                )
+            before = (seen.created_at, seen.id)
         records = await list_visible(
             gateway.store,
             caller,
@@ -128,11 +142,19 @@ async def _list_approvals(request: Request) -> Response:
             now=now,
             limit=limit,
             named=any(t.approver == caller.name for t in gateway.server_tool_list),
+            before=before,
         )
     except StoreError as exc:
         raise store_error(exc) from None
     data = [approval_body(gateway, r, now) for r in records]
-    return json_response({"object": "list", "data": data})
+    return json_response(
+        {
+            "object": "list",
+            "data": data,
+            "has_more": len(records) == limit,
+            "last_id": records[-1].id if records else None,
+        }
+    )
 
 
 async def _get_approval(request: Request) -> Response:
