@@ -305,14 +305,14 @@ class InFlightLimit:
         budget = self.budget
         if budget.requests >= budget.max_requests:
             return _overloaded()
-        declared = _declared(scope)
-        # Declared lengths are not counted (they cost nothing to send), but one that could
-        # never fit is refused before a byte of it is read.
-        if budget.bytes >= budget.max_bytes or declared > budget.max_bytes:
+        # A declared length is not charged (it costs nothing to declare 4 MiB and send
+        # nothing), but a body that would not fit once it has arrived and been parsed (at
+        # least its bytes and the text copies) is refused before a byte of it is read,
+        # rather than read in vain.
+        needs = _declared(scope) * (1 + _TEXT_COPIES)
+        if budget.bytes + needs > budget.max_bytes:
             return _overloaded()
-        if key is not None and (
-            budget.key_bytes.get(key, 0) >= budget.max_key_bytes or declared > budget.max_key_bytes
-        ):
+        if key is not None and budget.key_bytes.get(key, 0) + needs > budget.max_key_bytes:
             return _key_share(budget.max_key_bytes)
         return None
 
