@@ -172,11 +172,11 @@ def test_an_idle_mcp_stream_ends_after_its_idle_timeout() -> None:
 
 
 def test_stalled_uploads_hold_no_bytes_and_lock_no_key_out() -> None:
-    # Before: bytes were counted as declared; 8 stalled uploads declaring 1 MiB filled a
+    # Before: bytes were counted as declared; 8 stalled uploads declaring 512 KiB filled a
     # 4 MiB budget and every other key got 503 until the body timeout (30 s).
     limits = {"max_in_flight_bytes": 4 * 1024 * 1024}
     with _gateway(limits=limits) as live:
-        stalled = [_stall(live, ALICE, 1024 * 1024) for _ in range(8)]
+        stalled = [_stall(live, ALICE, 512 * 1024) for _ in range(8)]
         try:
             time.sleep(0.2)
             answered = _chat(live, BOB)
@@ -187,12 +187,13 @@ def test_stalled_uploads_hold_no_bytes_and_lock_no_key_out() -> None:
 
 
 def test_one_key_cannot_hold_more_than_its_share_of_request_bytes() -> None:
-    limits = {"max_in_flight_bytes": 4 * 1024 * 1024, "max_in_flight_bytes_per_key": 1024 * 1024}
+    # Bodies are charged five times their bytes (what they hold once parsed and sent on).
+    limits = {"max_in_flight_bytes": 16 * 1024 * 1024, "max_in_flight_bytes_per_key": 4 << 20}
     with _gateway(limits=limits) as live:
-        first = _stall(live, ALICE, 1_000_000, b"[" + b"1" * 600_000)
+        first = _stall(live, ALICE, 700_000, b"[" + b"1" * 600_000)
         try:
             time.sleep(0.3)  # its 600 kB have arrived
-            second = _stall(live, ALICE, 1_000_000, b"[" + b"1" * 600_000)
+            second = _stall(live, ALICE, 700_000, b"[" + b"1" * 600_000)
             with second:
                 answer = _answer(second)
             assert answer.startswith(b"HTTP/1.1 429 "), answer[:200]

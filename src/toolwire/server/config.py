@@ -519,11 +519,11 @@ class LimitsConfig(_Section):
     """Requests in flight at once (a stream counts until it ends; `GET /mcp` streams have
     their own budget, `mcp.max_streams`); past it, 503 with `Retry-After` before the body
     is read."""
-    max_in_flight_bytes: int = Field(default=128 * 1024 * 1024, ge=1024)
-    """Memory the requests in flight may hold for their bodies: the bytes received so far
-    (counted as they arrive, not as declared) and, once a JSON body is read, an estimate
-    of its parsed size (up to 24 times its bytes for `[[],[],…]`). Past it, 503 with
-    `Retry-After`."""
+    max_in_flight_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    """Memory the requests in flight may hold for their bodies, charged as the bytes
+    arrive (not as declared): five times the bytes (received, parsed, sent upstream) and,
+    once a JSON body is read, 64 bytes per value it may hold (`[[],[],…]` parses to 21
+    times its bytes). Past it, 503 with `Retry-After`."""
     max_in_flight_bytes_per_key: int | None = Field(default=None, ge=1024)
     """The same, for the requests of one gateway key (default: a quarter of
     `max_in_flight_bytes`), so that one key cannot take it all; past it, 429 with
