@@ -201,6 +201,123 @@ def _visible(tools: list[Tool], ctx: ToolContext) -> list[Tool]:
     return [t for t in tools if not t.scopes or ctx.scopes.issuperset(t.scopes)]
 
 
+_METHODS: Final = ("GET", "POST", "DELETE")
+_STREAM_OPEN: Final = b": toolwire: /mcp is stateless; this stream carries keep-alives only\n\n"
+_KEEP_ALIVE: Final = b": keep-alive\n\n"
+# JSON-RPC 2.0's error codes, as the MCP SDK's transport answers with them.
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+
+
+class _Invalid(Exception):
+    """A POST body that is not one JSON-RPC message: 400 with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, id: str | int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.id = id
+
+    def response(self) -> Response:
+        return _jsonrpc_error(400, self.message, code=self.code, id=self.id)
+
+
+def _jsonrpc_error(
+    status: int,
+    message: str,
+    *,
+    code: int | None = None,
+    id: str | int | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """An HTTP error whose body is a JSON-RPC error (the MCP transport's own shape)."""
+    if code is None:
+        code = INTERNAL_ERROR if status in (429, 503) or status >= 500 else INVALID_REQUEST
+    body = {"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}
+    return json_response(body, status, headers)
+
+
+def _check_message(body: bytes) -> None:
+    """Raise `_Invalid` unless `body` is one JSON-RPC message the SDK can take."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise _Invalid(PARSE_ERROR, f"Parse error: {exc}") from None
+    if isinstance(data, list):
+        raise _Invalid(
+            INVALID_REQUEST,
+            "Invalid Request: batches are not supported; send one JSON-RPC message per POST.",
+        )
+    if not isinstance(data, dict):
+        raise _Invalid(INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC object.")
+    if "id" in data:
+        id_ = data["id"]
+        # MCP: "a string or integer", never null; a bool is not an integer here.
+        if not isinstance(id_, str | int) or isinstance(id_, bool):
+            raise _Invalid(INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer.")
+    id_ok: str | int | None = data.get("id")
+    if data.get("jsonrpc") != "2.0":
+        raise _Invalid(INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\".", id_ok)
+    if "method" in data:
+        if not isinstance(data["method"], str):
+            raise _Invalid(INVALID_REQUEST, "Invalid Request: 'method' must be a string.", id_ok)
+        if "params" in data and not isinstance(data["params"], dict):
+            raise _Invalid(INVALID_PARAMS, "Invalid params: 'params' must be an object.", id_ok)
+    elif id_ok is None or ("result" in data) == ("error" in data):
+        raise _Invalid(
+            INVALID_REQUEST,
+            "Invalid Request: a message needs a 'method' (a request or notification) or an "
+            "'id' with a 'result' or an 'error' (a response).",
+            id_ok,
+        )
+
+
+def _keep_alive_comment() -> Message:
+    return {"type": "http.response.body", "body": _KEEP_ALIVE, "more_body": True}
+
+
+async def _keep_alive(request: Request, send: Send, interval: float, lifetime: float) -> None:
+    """Hold an event stream open with SSE comments until the client leaves, `lifetime`
+    passes or the drain deadline of a shutdown."""
+
+    async def until_gone() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", b"text/event-stream"),
+                (b"cache-control", b"no-cache, no-transform"),
+                (b"x-accel-buffering", b"no"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": _STREAM_OPEN, "more_body": True})
+    loop = asyncio.get_running_loop()
+    end = loop.time() + lifetime
+    gone = asyncio.ensure_future(until_gone())
+    drain = drain_of(request)
+    try:
+        with drain.guard():
+            while (left := end - loop.time()) > 0:
+                await asyncio.wait({gone}, timeout=min(interval, left))
+                if gone.done():
+                    return
+                if end - loop.time() > 0:
+                    await send(_keep_alive_comment())
+    except asyncio.CancelledError as exc:
+        if not drain.interrupted(exc):
+            raise
+    finally:
+        gone.cancel()
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 # --- over HTTP, in the gateway ----------------------------------------------------------------
 
 
@@ -365,123 +482,6 @@ class McpFrontDoor:
         if tool.effects != "destructive":
             return await gateway.runner.exec(call, caller.ctx)
         return await _approved_run(gateway, store, caller, call, tool)
-
-
-_METHODS: Final = ("GET", "POST", "DELETE")
-_STREAM_OPEN: Final = b": toolwire: /mcp is stateless; this stream carries keep-alives only\n\n"
-_KEEP_ALIVE: Final = b": keep-alive\n\n"
-# JSON-RPC 2.0's error codes, as the MCP SDK's transport answers with them.
-PARSE_ERROR: Final = -32700
-INVALID_REQUEST: Final = -32600
-INVALID_PARAMS: Final = -32602
-INTERNAL_ERROR: Final = -32603
-
-
-class _Invalid(Exception):
-    """A POST body that is not one JSON-RPC message: 400 with a JSON-RPC error."""
-
-    def __init__(self, code: int, message: str, id: str | int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.id = id
-
-    def response(self) -> Response:
-        return _jsonrpc_error(400, self.message, code=self.code, id=self.id)
-
-
-def _jsonrpc_error(
-    status: int,
-    message: str,
-    *,
-    code: int | None = None,
-    id: str | int | None = None,
-    headers: Mapping[str, str] | None = None,
-) -> Response:
-    """An HTTP error whose body is a JSON-RPC error (the MCP transport's own shape)."""
-    if code is None:
-        code = INTERNAL_ERROR if status in (429, 503) or status >= 500 else INVALID_REQUEST
-    body = {"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}
-    return json_response(body, status, headers)
-
-
-def _check_message(body: bytes) -> None:
-    """Raise `_Invalid` unless `body` is one JSON-RPC message the SDK can take."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise _Invalid(PARSE_ERROR, f"Parse error: {exc}") from None
-    if isinstance(data, list):
-        raise _Invalid(
-            INVALID_REQUEST,
-            "Invalid Request: batches are not supported; send one JSON-RPC message per POST.",
-        )
-    if not isinstance(data, dict):
-        raise _Invalid(INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC object.")
-    if "id" in data:
-        id_ = data["id"]
-        # MCP: "a string or integer", never null; a bool is not an integer here.
-        if not isinstance(id_, str | int) or isinstance(id_, bool):
-            raise _Invalid(INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer.")
-    id_ok: str | int | None = data.get("id")
-    if data.get("jsonrpc") != "2.0":
-        raise _Invalid(INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\".", id_ok)
-    if "method" in data:
-        if not isinstance(data["method"], str):
-            raise _Invalid(INVALID_REQUEST, "Invalid Request: 'method' must be a string.", id_ok)
-        if "params" in data and not isinstance(data["params"], dict):
-            raise _Invalid(INVALID_PARAMS, "Invalid params: 'params' must be an object.", id_ok)
-    elif id_ok is None or ("result" in data) == ("error" in data):
-        raise _Invalid(
-            INVALID_REQUEST,
-            "Invalid Request: a message needs a 'method' (a request or notification) or an "
-            "'id' with a 'result' or an 'error' (a response).",
-            id_ok,
-        )
-
-
-def _keep_alive_comment() -> Message:
-    return {"type": "http.response.body", "body": _KEEP_ALIVE, "more_body": True}
-
-
-async def _keep_alive(request: Request, send: Send, interval: float, lifetime: float) -> None:
-    """Hold an event stream open with SSE comments until the client leaves, `lifetime`
-    passes or the drain deadline of a shutdown."""
-
-    async def until_gone() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [
-                (b"content-type", b"text/event-stream"),
-                (b"cache-control", b"no-cache, no-transform"),
-                (b"x-accel-buffering", b"no"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": _STREAM_OPEN, "more_body": True})
-    loop = asyncio.get_running_loop()
-    end = loop.time() + lifetime
-    gone = asyncio.ensure_future(until_gone())
-    drain = drain_of(request)
-    try:
-        with drain.guard():
-            while (left := end - loop.time()) > 0:
-                await asyncio.wait({gone}, timeout=min(interval, left))
-                if gone.done():
-                    return
-                if end - loop.time() > 0:
-                    await send(_keep_alive_comment())
-    except asyncio.CancelledError as exc:
-        if not drain.interrupted(exc):
-            raise
-    finally:
-        gone.cancel()
-    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _undecided(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool | None:
