@@ -6,10 +6,10 @@ long-lived `GET /mcp` streams, each against its own budget.
   too): 1,024 idle ones used to take every slot and lock the model traffic out.
 - **Bytes** (`limits.max_in_flight_bytes`, and per gateway key): the memory bodies hold,
   charged as their bytes arrive, not as a `Content-Length` declares them (64 uploads
-  declaring 4 MiB and stalling used to fill the budget without sending a byte): five
-  times the bytes (`_PER_BYTE`), and once a JSON body is read, an estimate of what its
-  many small values hold (`parsed_cost`: `[[],[],…]` parses to 21 times its bytes).
-  Held until the request ends, since the parsed body lives that long.
+  declaring 4 MiB and stalling used to fill the budget without sending a byte): what a
+  JSON body becomes once parsed and sent on (`body_cost`: five times its bytes, more for
+  many small values: `[[],[],…]` parses to 21 times its bytes). Held until the request
+  ends, since the parsed body lives that long.
 - **Deadlines**: a body must arrive within `limits.body_timeout`; past half of either
   budget the deadline of every body still arriving shrinks, down to
   `limits.min_body_timeout` when full, so stalled uploads cannot hold what is left.
@@ -33,13 +33,10 @@ from toolwire.server.auth import Keyring, bearer_token
 from toolwire.server.config import LimitsConfig, McpEndpointConfig
 from toolwire.server.errors import GatewayError
 
-__all__ = ["Budget", "InFlightLimit", "Streams", "charge_parsed", "parsed_cost", "refusal_body"]
+__all__ = ["Budget", "InFlightLimit", "Streams", "body_cost", "refusal_body"]
 
 _EXEMPT: Final = frozenset({"/healthz", "/readyz", "/metrics"})
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
-_TICKET: Final = "toolwire.ticket"
-"""Where a request's `_Ticket` is kept in its ASGI scope."""
-
 _PER_VALUE: Final = 64
 """Bytes of Python objects one JSON value may become: an empty list is 56 plus its 8-byte
 slot in the parent, a short string 59 (measured: `[[],[],…]` parses to 21 times its
@@ -58,28 +55,16 @@ _SQUEEZE_STEPS: Final = 20
 MCP_PATH: Final = "/mcp"
 
 
-def parsed_cost(body: bytes) -> int:
-    """An upper estimate of the memory the values of `body` hold once parsed as JSON,
-    beyond what its bytes were charged as they arrived (`_PER_BYTE`).
+def body_cost(chunk: bytes) -> int:
+    """What `chunk` of a JSON body holds once received, parsed and sent on.
 
-    Every value but the first follows a `,` or opens with `[`/`{` (which count the
-    containers): counting those bytes bounds the number of values at C speed (about a
-    millisecond for 4 MiB) without parsing. Commas inside strings are counted too, which
-    only errs towards caution.
+    `_PER_BYTE` per byte, and `_PER_VALUE` per value it may hold: every value but the
+    first follows a `,` or opens with `[`/`{`, so counting those bytes bounds the values
+    at C speed (about a millisecond for 4 MiB) without parsing. Commas inside strings
+    are counted too, which only errs towards caution.
     """
-    values = body.count(b",") + body.count(b"[") + body.count(b"{")
-    return _PER_VALUE * values
-
-
-def charge_parsed(scope: Scope, body: bytes) -> None:
-    """Charge the request's budget for `body` parsed (call before parsing it).
-
-    Raises:
-        GatewayError: 503, or 429 for the key's share: the gateway has no room for it.
-    """
-    ticket = scope.get(_TICKET)
-    if isinstance(ticket, _Ticket):
-        ticket.charge(parsed_cost(body))
+    values = chunk.count(b",") + chunk.count(b"[") + chunk.count(b"{")
+    return _PER_BYTE * len(chunk) + _PER_VALUE * values
 
 
 class Streams:
@@ -258,7 +243,6 @@ class InFlightLimit:
             await send_refusal(scope, send, refusal)
             return
         ticket = _Ticket(budget, key)
-        scope[_TICKET] = ticket
 
         async def metered_receive() -> Message:
             if not ticket.arriving:
@@ -277,7 +261,7 @@ class InFlightLimit:
                 return message
             chunk = message.get("body", b"")
             if chunk:
-                ticket.charge(len(chunk) * _PER_BYTE)
+                ticket.charge(body_cost(chunk))
             if not message.get("more_body", False):
                 ticket.done_arriving()
             return message

@@ -10,7 +10,6 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from toolwire.server.errors import GatewayError
-from toolwire.server.limits import charge_parsed
 from toolwire.server.loader import format_path
 
 __all__ = ["read_body", "read_json", "validate_body"]
@@ -72,7 +71,6 @@ async def read_json(request: Request, *, limit: int, allow_empty: bool = False) 
         if allow_empty:
             return None
         raise GatewayError(400, "The request body is empty; send a JSON object.")
-    charge_parsed(request.scope, body)  # its parsed form may be many times its bytes
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:

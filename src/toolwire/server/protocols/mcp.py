@@ -38,7 +38,7 @@ from toolwire.runner.audit import Grant
 from toolwire.server.caller import Caller, authenticate
 from toolwire.server.draining import drain_of
 from toolwire.server.errors import GatewayError
-from toolwire.server.limits import Streams, charge_parsed
+from toolwire.server.limits import Streams
 from toolwire.server.requests import read_body
 from toolwire.server.responses import json_response
 from toolwire.store.base import ApprovalRecord, Store, arguments_hash, canonical_json
@@ -390,7 +390,6 @@ class McpFrontDoor:
         if not content_type.lower().startswith("application/json"):
             raise GatewayError(415, "Unsupported Media Type: Content-Type must be application/json")
         body = await read_body(request, limit=self._gateway.config.limits.max_body_bytes)
-        charge_parsed(request.scope, body)
         _check_message(body)
         sent = False
 
