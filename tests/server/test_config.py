@@ -344,3 +344,27 @@ keys:
     assert len(got) == len(expected_starts), "\n".join(got)
     for start in expected_starts:
         assert any(g.startswith(start) for g in got), f"{start!r} not in:\n" + "\n".join(got)
+
+
+def test_the_resource_bounds_are_checked_with_their_lines() -> None:
+    fields = problems_of("limits:\n  min_body_timeout: 0\nmcp:\n  stream_keepalive: -1\n")
+    assert sorted(fields) == [
+        "tw.yaml:2: limits.min_body_timeout: Input should be greater than 0 (got 0)",
+        "tw.yaml:4: mcp.stream_keepalive: Input should be greater than 0 (got -1)",
+    ]
+    text = """\
+limits:
+  max_in_flight_bytes: 1048576
+  max_in_flight_bytes_per_key: 2097152
+mcp:
+  max_streams: 4
+  max_streams_per_key: 8
+"""
+    assert sorted(problems_of(text)) == [
+        "tw.yaml:1: limits: max_in_flight_bytes_per_key (2097152) is more than "
+        "max_in_flight_bytes (1048576)",
+        "tw.yaml:4: mcp: max_streams_per_key (8) is more than max_streams (4)",
+    ]
+    defaults = GatewayConfig()
+    assert defaults.limits.key_bytes == defaults.limits.max_in_flight_bytes // 4
+    assert (defaults.mcp.max_streams, defaults.mcp.max_streams_per_key) == (256, 16)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -121,7 +122,96 @@ def test_a_missing_or_wrong_key_is_401_before_the_protocol(server: LiveServer) -
         wrong = http.post("/mcp", json=body, headers={"Authorization": "Bearer nope"})
     assert missing.status_code == 401
     assert wrong.status_code == 401
-    assert wrong.json()["error"]["code"] == "invalid_api_key"
+    # In the transport's own shape (a JSON-RPC error), not OpenAI's.
+    assert _jsonrpc_error(wrong, 401, -32600, None) == "Invalid gateway key."
+    assert wrong.headers["www-authenticate"].startswith("Bearer")
+
+
+_ACCEPT = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {OPS}"}
+
+
+def _jsonrpc_error(response: httpx.Response, status: int, code: int, id: str | int | None) -> str:
+    """The message of a JSON-RPC error answer, after checking its shape."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"jsonrpc", "id", "error"}, body
+    assert body["jsonrpc"] == "2.0"
+    assert body["id"] == id
+    assert body["error"]["code"] == code
+    message: str = body["error"]["message"]
+    assert len(message) < 300, message  # a sentence, not a dump of the validator's report
+    return message
+
+
+def test_what_is_not_one_json_rpc_message_gets_a_json_rpc_error(server: LiveServer) -> None:
+    # Before: a batch got -32602 with a whole pydantic report; `id: null` or `1.5` was
+    # taken as a notification (202, dropped); a wrong Content-Type was a plain-text 400.
+    with httpx.Client(base_url=server.url, headers=_ACCEPT, timeout=10) as http:
+
+        def post(content: bytes, **headers: str) -> httpx.Response:
+            headers.setdefault("content-type", "application/json")
+            return http.post("/mcp", content=content, headers=headers)
+
+        assert "Parse error" in _jsonrpc_error(post(b"{nope"), 400, -32700, None)
+        batch = b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]'
+        assert "batch" in _jsonrpc_error(post(batch), 400, -32600, None)
+        for id_ in (b"null", b"1.5", b"true", b"[1]"):
+            message = b'{"jsonrpc": "2.0", "id": ' + id_ + b', "method": "ping"}'
+            assert "'id'" in _jsonrpc_error(post(message), 400, -32600, None)
+        old = b'{"jsonrpc": "1.0", "id": 7, "method": "ping"}'
+        assert "jsonrpc" in _jsonrpc_error(post(old), 400, -32600, 7)
+        params = b'{"jsonrpc": "2.0", "id": "a", "method": "tools/list", "params": [1]}'
+        assert "params" in _jsonrpc_error(post(params), 400, -32602, "a")
+        assert _jsonrpc_error(post(b"5"), 400, -32600, None)
+        wrong_type = post(
+            b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}', **{"content-type": "text/plain"}
+        )
+        assert "Content-Type" in _jsonrpc_error(wrong_type, 415, -32600, None)
+        put = http.put("/mcp", content=b"{}")
+        assert "PUT" in _jsonrpc_error(put, 405, -32600, None)
+        assert put.headers["allow"] == "GET, POST, DELETE"
+        # A valid message still works.
+        ping = post(b'{"jsonrpc": "2.0", "id": 3, "method": "ping"}')
+        assert ping.status_code == 200, ping.text
+        assert ping.json() == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
+def test_a_body_over_the_limit_gets_a_json_rpc_413(server: LiveServer) -> None:
+    # Before: the SDK's plain-text "Request body too large".
+    import socket
+
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(
+            b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json, text/event-stream\r\n"
+            + f"Authorization: Bearer {OPS}\r\nContent-Length: {5 * 1024 * 1024}\r\n\r\n".encode()
+        )
+        answer = sock.recv(65536)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413 "), head
+    error = json.loads(body)
+    assert error["jsonrpc"] == "2.0"
+    assert error["id"] is None
+    assert "limits.max_body_bytes" in error["error"]["message"]
+
+
+def test_an_argument_past_64_bits_is_invalid_params_with_the_request_id(
+    server: LiveServer,
+) -> None:
+    # Before: {"error": {"code": 0, "message": "Integer exceeds 64-bit range"}}.
+    call = (
+        b'{"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": {"name": '
+        b'"list_applications", "arguments": {"n": 123456789012345678901234567890}}}'
+    )
+    headers = {**_ACCEPT, "content-type": "application/json"}
+    with httpx.Client(base_url=server.url, headers=headers, timeout=10) as http:
+        answer = http.post("/mcp", content=call)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["id"] == 41
+    assert body["error"]["code"] == -32602
+    assert "64-bit" in body["error"]["message"]
 
 
 async def test_a_destructive_tool_waits_for_approval_and_runs_exactly_once(

@@ -25,7 +25,7 @@ from toolwire.server.config import GatewayConfig
 from toolwire.server.draining import Drain
 from toolwire.server.errors import GatewayError, error_body
 from toolwire.server.gateway import Gateway
-from toolwire.server.limits import InFlightLimit
+from toolwire.server.limits import Budget, InFlightLimit
 from toolwire.server.loader import ConfigError, ConfigProblem
 from toolwire.server.observability import MeteredAudit, Metrics, Observe, metrics_routes
 from toolwire.server.protocols.anthropic_messages import routes as messages_routes
@@ -74,7 +74,8 @@ def create_app(
         observer=metrics,
         on_parse_failure=metrics.parse_failed if metrics is not None else None,
     )
-    mcp = _mcp_front_door(gateway)
+    budget = Budget(config.limits, config.mcp)
+    mcp = _mcp_front_door(gateway, budget)
     _start_tracing(gateway)
     if metrics is not None and gateway.runner.audit is not None:
         gateway.runner.audit = MeteredAudit(gateway.runner.audit, metrics)
@@ -121,17 +122,13 @@ def create_app(
         middleware=[
             Middleware(RequestId),
             Middleware(Observe, metrics=metrics, log=access_log),
-            Middleware(
-                InFlightLimit,
-                max_requests=gateway.config.limits.max_in_flight,
-                max_bytes=gateway.config.limits.max_in_flight_bytes,
-                body_cap=gateway.config.limits.max_body_bytes,
-            ),
+            Middleware(InFlightLimit, budget=budget, keyring=gateway.keyring),
         ],
         lifespan=lifespan,
     )
     app.state.gateway = gateway
     app.state.drain = Drain()
+    app.state.budget = budget
     app.state.metrics = metrics
     return app
 
@@ -149,7 +146,7 @@ def _start_tracing(gateway: Gateway) -> None:
         raise ConfigError([ConfigProblem(path="tracing.enabled", message=str(exc))]) from None
 
 
-def _mcp_front_door(gateway: Gateway) -> McpFrontDoor | None:
+def _mcp_front_door(gateway: Gateway, budget: Budget) -> McpFrontDoor | None:
     enabled = gateway.config.mcp.enabled
     if enabled is False or (enabled is None and not mcp_available()):
         return None
@@ -162,7 +159,7 @@ def _mcp_front_door(gateway: Gateway) -> McpFrontDoor | None:
                 )
             ]
         )
-    return McpFrontDoor(gateway)
+    return McpFrontDoor(gateway, budget.streams)
 
 
 async def _gateway_error(request: Request, exc: Exception) -> Response:

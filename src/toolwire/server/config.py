@@ -419,6 +419,28 @@ class McpEndpointConfig(_Section):
 
     enabled: bool | None = None
     """`None` (default): on when the `mcp` SDK is installed; `true` requires it."""
+    max_streams: int = Field(default=256, ge=0)
+    """`GET /mcp` event streams open at once, in all (0: `GET /mcp` answers 405, which
+    the MCP transport allows). They have their own budget: they never take the request
+    slots of `limits.max_in_flight`. Past it, 503 with a JSON-RPC error."""
+    max_streams_per_key: int = Field(default=16, ge=0)
+    """`GET /mcp` event streams one gateway key may hold open (not applied on an open
+    gateway, whose callers are one principal). Past it, 429 with a JSON-RPC error."""
+    stream_idle_timeout: float = Field(default=300.0, gt=0)
+    """Seconds a `GET /mcp` stream stays open: the gateway serves `/mcp` statelessly, so
+    it never sends a message on one; the client opens another when it wants."""
+    stream_keepalive: float = Field(default=15.0, gt=0)
+    """Seconds between the SSE comments that keep an idle `GET /mcp` stream alive through
+    proxies."""
+
+    @model_validator(mode="after")
+    def _per_key_within_total(self) -> McpEndpointConfig:
+        if self.max_streams_per_key > self.max_streams:
+            raise ValueError(
+                f"max_streams_per_key ({self.max_streams_per_key}) is more than max_streams "
+                f"({self.max_streams})"
+            )
+        return self
 
 
 class ServerToolsConfig(_Section):
@@ -494,20 +516,49 @@ class LimitsConfig(_Section):
     max_iterations: int = Field(default=5, ge=1, le=100)
     """Model turns per request when server tools run (the agent loop's bound)."""
     body_timeout: float = Field(default=30.0, gt=0)
-    """Seconds a client may take to send a request body; slower gets 408."""
+    """Seconds a client may take to send a request body while the gateway has room;
+    slower gets 408. Past half of `max_in_flight` or `max_in_flight_bytes` the deadline
+    of every body still arriving shrinks, down to `min_body_timeout` when full."""
+    min_body_timeout: float = Field(default=2.0, gt=0)
+    """The body deadline when the request slots or bytes are (nearly) all taken: a stalled
+    upload cannot hold them long (`body_timeout` when that is shorter)."""
     header_timeout: float = Field(default=10.0, gt=0)
     """Seconds a client may take to send a request's headers (and an idle new connection
     may wait before its first request); slower is closed, with 408 when part of a
     request had arrived (`toolwire serve` only)."""
     max_in_flight: int = Field(default=1024, ge=1)
-    """Requests in flight at once (a stream counts until it ends); past it, 503 with
-    `Retry-After` before the body is read."""
+    """Requests in flight at once (a stream counts until it ends; `GET /mcp` streams have
+    their own budget, `mcp.max_streams`); past it, 503 with `Retry-After` before the body
+    is read."""
     max_in_flight_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
-    """Request bodies in flight at once, by `Content-Length` (a body sent without one
-    counts as `max_body_bytes`); past it, 503 with `Retry-After`."""
+    """Memory the requests in flight may hold for their bodies, charged as the bytes
+    arrive (not as declared): five times the bytes (received, parsed, sent upstream) and,
+    once a JSON body is read, 64 bytes per value it may hold (`[[],[],…]` parses to 21
+    times its bytes). Past it, 503 with `Retry-After`."""
+    max_in_flight_bytes_per_key: int | None = Field(default=None, ge=1024)
+    """The same, for the requests of one gateway key (default: a quarter of
+    `max_in_flight_bytes`), so that one key cannot take it all; past it, 429 with
+    `Retry-After`. Not applied on an open gateway."""
     max_tool_calls: int = Field(default=64, ge=1, le=10_000)
     """Tool calls one model turn may make when server tools run; the rest are refused
     (`too_many_calls`) and not run."""
+
+    @model_validator(mode="after")
+    def _per_key_within_total(self) -> LimitsConfig:
+        per_key = self.max_in_flight_bytes_per_key
+        if per_key is not None and per_key > self.max_in_flight_bytes:
+            raise ValueError(
+                f"max_in_flight_bytes_per_key ({per_key}) is more than max_in_flight_bytes "
+                f"({self.max_in_flight_bytes})"
+            )
+        return self
+
+    @property
+    def key_bytes(self) -> int:
+        """`max_in_flight_bytes_per_key`, or its default."""
+        if self.max_in_flight_bytes_per_key is not None:
+            return self.max_in_flight_bytes_per_key
+        return max(1024, self.max_in_flight_bytes // 4)
 
 
 class ApprovalsConfig(_Section):

@@ -1,99 +1,390 @@
-"""`InFlightLimit`: bound the requests in flight and the request bytes they hold.
+"""What requests in flight may hold: request slots, the memory of their bodies, and the
+long-lived `GET /mcp` streams, each against its own budget.
 
-Without a bound, 200 concurrent 3.9 MB bodies took the gateway to 1.7 GB. Past either
-limit a request is refused at once — `503` with `Retry-After`, in the error shape of the
-route's protocol — before its body is read, so an overload costs almost nothing to turn
-away. The probes are never refused.
+- **Slots** (`limits.max_in_flight`): requests at once, streams included while they last.
+  `GET /mcp` streams are not counted here but in `Streams` (`mcp.max_streams`, per key
+  too): 1,024 idle ones used to take every slot and lock the model traffic out.
+- **Bytes** (`limits.max_in_flight_bytes`, and per gateway key): the memory bodies hold,
+  charged as their bytes arrive, not as a `Content-Length` declares them (64 uploads
+  declaring 4 MiB and stalling used to fill the budget without sending a byte): what a
+  JSON body becomes once parsed and sent on (`body_cost`: five times its bytes, more for
+  many small values: `[[],[],…]` parses to 21 times its bytes). Held until the request
+  ends, since the parsed body lives that long.
+- **Deadlines**: a body must arrive within `limits.body_timeout`; past half of either
+  budget the deadline of every body still arriving shrinks, down to
+  `limits.min_body_timeout` when full, so stalled uploads cannot hold what is left.
+
+Past a limit a request is refused at once — `503` (or `429` for one key's share) with
+`Retry-After`, in the error shape of the route's protocol (OpenAI's, Anthropic's,
+JSON-RPC on `/mcp`) — before its body is read when that is known, else while it is read.
+The probes are never refused; `/readyz` reports a full budget (`Budget.full`).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Mapping
 from typing import Any, Final
 
 import orjson
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["InFlightLimit"]
+from toolwire.server.auth import Keyring, bearer_token
+from toolwire.server.config import LimitsConfig, McpEndpointConfig
+from toolwire.server.errors import GatewayError
+
+__all__ = ["Budget", "InFlightLimit", "Streams", "body_cost", "refusal_body"]
 
 _EXEMPT: Final = frozenset({"/healthz", "/readyz", "/metrics"})
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
+_PER_VALUE: Final = 64
+"""Bytes of Python objects one JSON value may become: an empty list is 56 plus its 8-byte
+slot in the parent, a short string 59 (measured: `[[],[],…]` parses to 21 times its
+bytes, `[{},{},…]` to 24)."""
+_PER_BYTE: Final = 5
+"""What one byte of a body holds by the time its request is served: the bytes received,
+joined into one, the parsed text, the request sent upstream and its buffers (measured:
+200 concurrent 3.9 MB bodies held about 19 MB each). Charged as the bytes arrive, so
+that bodies which could not be served once parsed are refused early, not read in
+vain."""
+_FULL: Final = 0.95
+"""The share of the bytes budget at which `/readyz` reports it full."""
+_SQUEEZE_FROM: Final = 0.5
+_SQUEEZE_STEPS: Final = 20
+
+MCP_PATH: Final = "/mcp"
+
+
+def body_cost(chunk: bytes) -> int:
+    """What `chunk` of a JSON body holds once received, parsed and sent on.
+
+    `_PER_BYTE` per byte, and `_PER_VALUE` per value it may hold: every value but the
+    first follows a `,` or opens with `[`/`{`, so counting those bytes bounds the values
+    at C speed (about a millisecond for 4 MiB) without parsing. Commas inside strings
+    are counted too, which only errs towards caution.
+    """
+    values = chunk.count(b",") + chunk.count(b"[") + chunk.count(b"{")
+    return _PER_BYTE * len(chunk) + _PER_VALUE * values
+
+
+class Streams:
+    """`GET /mcp` streams open at once: in all and per gateway key."""
+
+    def __init__(self, total: int, per_key: int) -> None:
+        self.total = total
+        self.per_key = per_key
+        self.open = 0
+        self._by_key: dict[str, int] = {}
+
+    @property
+    def full(self) -> bool:
+        return self.open >= self.total
+
+    def acquire(self, key: str | None) -> int | None:
+        """Take a stream for `key` (`None`: no per-key bound); `None` when taken, else the
+        HTTP status of the refusal (429: the key's share is used, 503: all are)."""
+        if key is not None and self._by_key.get(key, 0) >= self.per_key:
+            return 429
+        if self.open >= self.total:
+            return 503
+        self.open += 1
+        if key is not None:
+            self._by_key[key] = self._by_key.get(key, 0) + 1
+        return None
+
+    def release(self, key: str | None) -> None:
+        self.open -= 1
+        if key is not None:
+            left = self._by_key[key] - 1
+            if left:
+                self._by_key[key] = left
+            else:
+                del self._by_key[key]
+
+
+class Budget:
+    """What the requests in flight hold, against the limits (one per app).
+
+    Args:
+        limits: The `limits` section.
+        mcp: The `mcp` section (its stream bounds).
+    """
+
+    def __init__(self, limits: LimitsConfig, mcp: McpEndpointConfig) -> None:
+        self.max_requests = limits.max_in_flight
+        self.max_bytes = limits.max_in_flight_bytes
+        self.max_key_bytes = limits.key_bytes
+        self.body_timeout = limits.body_timeout
+        self.min_body_timeout = min(limits.min_body_timeout, limits.body_timeout)
+        self.requests = 0
+        self.bytes = 0
+        self.key_bytes: dict[str, int] = {}
+        self.streams = Streams(mcp.max_streams, mcp.max_streams_per_key)
+        self._arriving: set[_Ticket] = set()
+        self._step = 0
+
+    def pressure(self) -> float:
+        """The fuller of the two budgets, 0 to 1."""
+        return max(self.requests / self.max_requests, self.bytes / self.max_bytes)
+
+    def full(self) -> dict[str, bool]:
+        """Which budgets leave no room for model traffic (`requests`, `request_bytes`) and
+        whether the `GET /mcp` streams are all taken (`mcp_streams`)."""
+        return {
+            "requests": self.requests >= self.max_requests,
+            "request_bytes": self.bytes >= self.max_bytes * _FULL,
+            "mcp_streams": self.streams.full,
+        }
+
+    def deadline(self, start: float) -> float:
+        """When a body whose request began at `start` (loop time) must have arrived."""
+        pressure = self.pressure()
+        if pressure <= _SQUEEZE_FROM:
+            return start + self.body_timeout
+        shrunk = self.body_timeout * (1 - pressure) / (1 - _SQUEEZE_FROM)
+        return start + max(self.min_body_timeout, shrunk)
+
+    def _squeeze(self) -> None:
+        # Bring the deadlines of bodies still arriving forward each time the pressure
+        # rises a step: a stalled upload waiting on its old deadline would hold its slot.
+        step = int(self.pressure() * _SQUEEZE_STEPS)
+        rising = step > self._step
+        self._step = step
+        if not rising or step <= _SQUEEZE_FROM * _SQUEEZE_STEPS:
+            return
+        for ticket in self._arriving:
+            ticket.tighten()
+
+
+class _Ticket:
+    """One request's share of the budget."""
+
+    __slots__ = ("arriving", "budget", "held", "key", "refused", "start", "started", "timer")
+
+    def __init__(self, budget: Budget, key: str | None) -> None:
+        self.budget = budget
+        self.key = key
+        self.held = 0
+        self.start = asyncio.get_running_loop().time()
+        self.arriving = True
+        self.timer: asyncio.Timeout | None = None
+        self.refused: GatewayError | None = None
+        self.started = False
+        budget.requests += 1
+
+    def charge(self, size: int) -> None:
+        budget = self.budget
+        if budget.bytes + size > budget.max_bytes:
+            raise self._refuse(_overloaded())
+        if self.key is not None and budget.key_bytes.get(self.key, 0) + size > budget.max_key_bytes:
+            raise self._refuse(_key_share(budget.max_key_bytes))
+        budget.bytes += size
+        self.held += size
+        if self.key is not None:
+            budget.key_bytes[self.key] = budget.key_bytes.get(self.key, 0) + size
+        budget._squeeze()
+
+    def tighten(self) -> None:
+        if self.timer is not None:
+            deadline = self.budget.deadline(self.start)
+            when = self.timer.when()
+            if when is None or deadline < when:
+                self.timer.reschedule(deadline)
+
+    def done_arriving(self) -> None:
+        self.arriving = False
+        self.budget._arriving.discard(self)
+
+    def release(self) -> None:
+        budget = self.budget
+        budget.requests -= 1
+        budget.bytes -= self.held
+        if self.key is not None and self.held:
+            left = budget.key_bytes[self.key] - self.held
+            if left:
+                budget.key_bytes[self.key] = left
+            else:
+                del budget.key_bytes[self.key]
+        self.held = 0
+        self.done_arriving()
+        budget._squeeze()
+
+    def _refuse(self, error: GatewayError) -> GatewayError:
+        # The middleware answers with its own refusal, in the route's shape, in place of
+        # whatever the app makes of this exception.
+        self.refused = error
+        return error
 
 
 class InFlightLimit:
-    """ASGI middleware: at most `max_requests` requests and `max_bytes` of declared request
-    bodies in flight.
+    """ASGI middleware: requests and the memory of their bodies held to the budget.
 
     Args:
         app: The app.
-        max_requests: Requests (streams included, for as long as they last) at once.
-        max_bytes: Sum of the bodies of the requests in flight. A body without a
-            `Content-Length` counts as `body_cap` (the largest body accepted).
-        body_cap: The gateway's `limits.max_body_bytes`.
+        budget: The app's budget (`app.state.budget`, which `/readyz` reads).
+        keyring: The gateway keys, for the per-key share (the key is looked up again, not
+            trusted: an unknown one shares nothing but is refused by the route).
     """
 
-    def __init__(self, app: ASGIApp, *, max_requests: int, max_bytes: int, body_cap: int) -> None:
+    def __init__(self, app: ASGIApp, *, budget: Budget, keyring: Keyring) -> None:
         self.app = app
-        self.max_requests = max_requests
-        self.max_bytes = max_bytes
-        self.body_cap = body_cap
-        self.requests = 0
-        self.bytes = 0
+        self.budget = budget
+        self.keyring = keyring
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in _EXEMPT:
+        if scope["type"] != "http" or scope["path"] in _EXEMPT or _is_mcp_stream(scope):
+            # `GET /mcp` streams are bounded by `Streams`, in the MCP endpoint.
             await self.app(scope, receive, send)
             return
-        size = self._declared(scope)
-        if self.requests >= self.max_requests or self.bytes + size > self.max_bytes:
-            await _refuse(scope, send)
+        budget = self.budget
+        key = self._key(scope)
+        refusal = self._admit(scope, key)
+        if refusal is not None:
+            await send_refusal(scope, send, refusal)
             return
-        self.requests += 1
-        self.bytes += size
+        ticket = _Ticket(budget, key)
+
+        async def metered_receive() -> Message:
+            if not ticket.arriving:
+                return await receive()
+            budget._arriving.add(ticket)
+            try:
+                async with asyncio.timeout_at(budget.deadline(ticket.start)) as timer:
+                    ticket.timer = timer
+                    message = await receive()
+            except TimeoutError:
+                raise ticket._refuse(_body_timeout()) from None
+            finally:
+                ticket.timer = None
+            if message["type"] != "http.request":
+                ticket.done_arriving()
+                return message
+            chunk = message.get("body", b"")
+            if chunk:
+                ticket.charge(body_cost(chunk))
+            if not message.get("more_body", False):
+                ticket.done_arriving()
+            return message
+
+        async def watched_send(message: Message) -> None:
+            if ticket.refused is not None and not ticket.started:
+                return  # the refusal is sent below, not the app's answer to it
+            if message["type"] == "http.response.start":
+                ticket.started = True
+            await send(message)
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, metered_receive, watched_send)
+        except Exception:
+            if ticket.refused is None or ticket.started:
+                raise
         finally:
-            self.requests -= 1
-            self.bytes -= size
+            ticket.release()
+        if ticket.refused is not None and not ticket.started:
+            await send_refusal(scope, send, ticket.refused)
 
-    def _declared(self, scope: Scope) -> int:
-        if scope.get("method") not in _BODY_METHODS:
-            return 0
-        for name, value in scope.get("headers", ()):
-            if name == b"content-length":
-                try:
-                    return min(int(value), self.body_cap)
-                except ValueError:
-                    return self.body_cap
-        return self.body_cap
+    def _key(self, scope: Scope) -> str | None:
+        if not self.keyring.enabled:
+            return None  # an open gateway's callers are one principal: no share to keep
+        headers = _headers(scope)
+        token = bearer_token(headers.get("authorization")) or headers.get("x-api-key")
+        key = self.keyring.authenticate(token.strip() if token else None)
+        return key.name if key is not None else None
+
+    def _admit(self, scope: Scope, key: str | None) -> GatewayError | None:
+        budget = self.budget
+        if budget.requests >= budget.max_requests:
+            return _overloaded()
+        # A declared length is not charged (it costs nothing to declare 4 MiB and send
+        # nothing), but a body that would not fit once it has arrived is refused before
+        # a byte of it is read, rather than read in vain.
+        needs = _declared(scope) * _PER_BYTE
+        if budget.bytes + needs > budget.max_bytes:
+            return _overloaded()
+        if key is not None and budget.key_bytes.get(key, 0) + needs > budget.max_key_bytes:
+            return _key_share(budget.max_key_bytes)
+        return None
 
 
-async def _refuse(scope: Scope, send: Send) -> None:
-    message = (
+def _is_mcp_stream(scope: Scope) -> bool:
+    return scope["path"] == MCP_PATH and scope.get("method") == "GET"
+
+
+def _headers(scope: Scope) -> Mapping[str, str]:
+    return {
+        name.decode("latin-1"): value.decode("latin-1")
+        for name, value in scope.get("headers", ())
+        if name in (b"authorization", b"x-api-key", b"content-length")
+    }
+
+
+def _declared(scope: Scope) -> int:
+    if scope.get("method") not in _BODY_METHODS:
+        return 0
+    value = _headers(scope).get("content-length")
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        return 0  # the route answers 400
+
+
+def _overloaded() -> GatewayError:
+    return GatewayError(
+        503,
         "The gateway is at its limit of requests in flight; retry in a moment "
-        "(limits.max_in_flight, limits.max_in_flight_bytes)."
+        "(limits.max_in_flight, limits.max_in_flight_bytes).",
+        type="server_error",
+        code="overloaded",
+        headers={"Retry-After": "1"},
     )
-    body: dict[str, Any]
-    if scope["path"].startswith("/v1/messages"):
-        body = {"type": "error", "error": {"type": "overloaded_error", "message": message}}
-    else:
-        body = {
-            "error": {
-                "message": message,
-                "type": "server_error",
-                "param": None,
-                "code": "overloaded",
-            }
-        }
-    data = orjson.dumps(body)
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 503,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(data)).encode()),
-                (b"retry-after", b"1"),
-            ],
-        }
+
+
+def _key_share(limit: int) -> GatewayError:
+    return GatewayError(
+        429,
+        f"This key's requests in flight hold the most request memory one key may "
+        f"({limit} bytes, limits.max_in_flight_bytes_per_key); retry when some have ended.",
+        type="rate_limit_error",
+        code="rate_limit_exceeded",
+        headers={"Retry-After": "1"},
     )
+
+
+def _body_timeout() -> GatewayError:
+    return GatewayError(
+        408,
+        "The request body did not arrive in time (limits.body_timeout, shorter while the "
+        "gateway is busy); send it at once.",
+        code="request_timeout",
+        headers={"Connection": "close"},
+    )
+
+
+# The JSON-RPC error codes `/mcp` answers with (those of the MCP SDK's transport).
+JSONRPC_INVALID_REQUEST: Final = -32600
+JSONRPC_INTERNAL_ERROR: Final = -32603
+
+
+def refusal_body(path: str, error: GatewayError) -> dict[str, Any]:
+    """`error` in the shape of the protocol served at `path`."""
+    if path == MCP_PATH:
+        code = JSONRPC_INTERNAL_ERROR if error.status >= 429 else JSONRPC_INVALID_REQUEST
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": error.message}}
+    if path.startswith("/v1/messages"):
+        kind = {503: "overloaded_error", 429: "rate_limit_error"}.get(
+            error.status, "invalid_request_error"
+        )
+        return {"type": "error", "error": {"type": kind, "message": error.message}}
+    return error.body()
+
+
+async def send_refusal(scope: Scope, send: Send, error: GatewayError) -> None:
+    """Answer with `error` in the route's protocol shape."""
+    data = orjson.dumps(refusal_body(scope["path"], error))
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(data)).encode()),
+    ]
+    headers += [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": data})

@@ -24,19 +24,23 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from toolwire.runner import Approver, ToolRunner, approve_all
 from toolwire.runner.audit import Grant, redact_arguments
 from toolwire.server.caller import Caller, authenticate
+from toolwire.server.draining import drain_of
 from toolwire.server.errors import GatewayError
+from toolwire.server.limits import Streams
+from toolwire.server.requests import read_body
 from toolwire.server.responses import json_response
 from toolwire.store.base import ApprovalRecord, Store, arguments_hash, canonical_json
 from toolwire.tools import Tool, ToolCall, ToolContext, ToolResult, new_call_id
@@ -82,27 +86,25 @@ def _server(
     async def on_list_tools(
         ctx: Any, params: mcp_types.PaginatedRequestParams | None
     ) -> mcp_types.ListToolsResult:
-        listed = await tools(caller_of(ctx))
-        return mcp_types.ListToolsResult(tools=[_mcp_tool(t) for t in listed])
+        with _protocol_errors():
+            listed = await tools(caller_of(ctx))
+            return mcp_types.ListToolsResult(tools=[_mcp_tool(t) for t in listed])
 
     async def on_call_tool(
         ctx: Any, params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult:
-        caller = caller_of(ctx)
-        visible = {t.name: t for t in await tools(caller)}
-        tool = visible.get(params.name)
-        if tool is None:
-            names = ", ".join(sorted(visible)) or "none"
-            return _error(f"Unknown tool {params.name!r}. Available tools: {names}.")
-        call = ToolCall(
-            id=new_call_id(),
-            name=params.name,
-            arguments=orjson.dumps(params.arguments or {}).decode(),
-        )
-        outcome = await run(call, tool, caller)
-        if isinstance(outcome, str):
-            return _error(outcome)
-        return _result(outcome)
+        with _protocol_errors():
+            caller = caller_of(ctx)
+            visible = {t.name: t for t in await tools(caller)}
+            tool = visible.get(params.name)
+            if tool is None:
+                names = ", ".join(sorted(visible)) or "none"
+                return _error(f"Unknown tool {params.name!r}. Available tools: {names}.")
+            call = ToolCall(id=new_call_id(), name=params.name, arguments=_arguments(params))
+            outcome = await run(call, tool, caller)
+            if isinstance(outcome, str):
+                return _error(outcome)
+            return _result(outcome)
 
     return Server(
         "toolwire",
@@ -111,6 +113,40 @@ def _server(
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
     )
+
+
+def _arguments(params: mcp_types.CallToolRequestParams) -> str:
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        return orjson.dumps(params.arguments or {}).decode()
+    except orjson.JSONEncodeError:
+        # JSON allows any integer; the runner's JSON (and most tools') stops at 64 bits.
+        raise MCPError(
+            INVALID_PARAMS,
+            "Invalid params: an argument is an integer outside the 64-bit range; send it "
+            "as a string.",
+        ) from None
+
+
+@contextlib.contextmanager
+def _protocol_errors() -> Iterator[None]:
+    """Failures as JSON-RPC errors of their own: the SDK would answer an exception with
+    code 0 and its text, which may show the gateway's internals."""
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        yield
+    except MCPError:
+        raise
+    except GatewayError as exc:
+        code = INVALID_REQUEST if exc.status < 500 else INTERNAL_ERROR
+        raise MCPError(code, exc.message) from None
+    except Exception:
+        logger.exception("An /mcp request failed")
+        raise MCPError(
+            INTERNAL_ERROR, "The gateway failed while serving the request; see its log."
+        ) from None
 
 
 def _mcp_tool(tool: Tool) -> mcp_types.Tool:
@@ -166,6 +202,123 @@ def _visible(tools: list[Tool], ctx: ToolContext) -> list[Tool]:
     return [t for t in tools if not t.scopes or ctx.scopes.issuperset(t.scopes)]
 
 
+_METHODS: Final = ("GET", "POST", "DELETE")
+_STREAM_OPEN: Final = b": toolwire: /mcp is stateless; this stream carries keep-alives only\n\n"
+_KEEP_ALIVE: Final = b": keep-alive\n\n"
+# JSON-RPC 2.0's error codes, as the MCP SDK's transport answers with them.
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+
+
+class _Invalid(Exception):
+    """A POST body that is not one JSON-RPC message: 400 with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str, id: str | int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.id = id
+
+    def response(self) -> Response:
+        return _jsonrpc_error(400, self.message, code=self.code, id=self.id)
+
+
+def _jsonrpc_error(
+    status: int,
+    message: str,
+    *,
+    code: int | None = None,
+    id: str | int | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """An HTTP error whose body is a JSON-RPC error (the MCP transport's own shape)."""
+    if code is None:
+        code = INTERNAL_ERROR if status in (429, 503) or status >= 500 else INVALID_REQUEST
+    body = {"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}
+    return json_response(body, status, headers)
+
+
+def _check_message(body: bytes) -> None:
+    """Raise `_Invalid` unless `body` is one JSON-RPC message the SDK can take."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise _Invalid(PARSE_ERROR, f"Parse error: {exc}") from None
+    if isinstance(data, list):
+        raise _Invalid(
+            INVALID_REQUEST,
+            "Invalid Request: batches are not supported; send one JSON-RPC message per POST.",
+        )
+    if not isinstance(data, dict):
+        raise _Invalid(INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC object.")
+    if "id" in data:
+        id_ = data["id"]
+        # MCP: "a string or integer", never null; a bool is not an integer here.
+        if not isinstance(id_, str | int) or isinstance(id_, bool):
+            raise _Invalid(INVALID_REQUEST, "Invalid Request: 'id' must be a string or an integer.")
+    id_ok: str | int | None = data.get("id")
+    if data.get("jsonrpc") != "2.0":
+        raise _Invalid(INVALID_REQUEST, "Invalid Request: 'jsonrpc' must be \"2.0\".", id_ok)
+    if "method" in data:
+        if not isinstance(data["method"], str):
+            raise _Invalid(INVALID_REQUEST, "Invalid Request: 'method' must be a string.", id_ok)
+        if "params" in data and not isinstance(data["params"], dict):
+            raise _Invalid(INVALID_PARAMS, "Invalid params: 'params' must be an object.", id_ok)
+    elif id_ok is None or ("result" in data) == ("error" in data):
+        raise _Invalid(
+            INVALID_REQUEST,
+            "Invalid Request: a message needs a 'method' (a request or notification) or an "
+            "'id' with a 'result' or an 'error' (a response).",
+            id_ok,
+        )
+
+
+def _keep_alive_comment() -> Message:
+    return {"type": "http.response.body", "body": _KEEP_ALIVE, "more_body": True}
+
+
+async def _keep_alive(request: Request, send: Send, interval: float, lifetime: float) -> None:
+    """Hold an event stream open with SSE comments until the client leaves, `lifetime`
+    passes or the drain deadline of a shutdown."""
+
+    async def until_gone() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", b"text/event-stream"),
+                (b"cache-control", b"no-cache, no-transform"),
+                (b"x-accel-buffering", b"no"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": _STREAM_OPEN, "more_body": True})
+    loop = asyncio.get_running_loop()
+    end = loop.time() + lifetime
+    gone = asyncio.ensure_future(until_gone())
+    drain = drain_of(request)
+    try:
+        with drain.guard():
+            while (left := end - loop.time()) > 0:
+                await asyncio.wait({gone}, timeout=min(interval, left))
+                if gone.done():
+                    return
+                if end - loop.time() > 0:
+                    await send(_keep_alive_comment())
+    except asyncio.CancelledError as exc:
+        if not drain.interrupted(exc):
+            raise
+    finally:
+        gone.cancel()
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 # --- over HTTP, in the gateway ----------------------------------------------------------------
 
 
@@ -177,8 +330,10 @@ class McpFrontDoor:
     session manager then runs in a task of its own until the app shuts down.
     """
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, streams: Streams | None = None) -> None:
         self._gateway = gateway
+        settings = gateway.config.mcp
+        self._streams = streams or Streams(settings.max_streams, settings.max_streams_per_key)
         self._manager: StreamableHTTPSessionManager | None = None
         self._runner: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -186,7 +341,8 @@ class McpFrontDoor:
 
     @property
     def routes(self) -> list[Route]:
-        return [Route(PATH, endpoint=_Asgi(self._endpoint), methods=["GET", "POST", "DELETE"])]
+        # Every method reaches the endpoint, so a wrong one gets a JSON-RPC-shaped 405.
+        return [Route(PATH, endpoint=_Asgi(self._endpoint))]
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -200,13 +356,93 @@ class McpFrontDoor:
     async def _endpoint(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         try:
-            authenticate(request)  # before the SDK reads anything
+            if request.method not in _METHODS:
+                raise GatewayError(
+                    405,
+                    f"Method Not Allowed: {request.method} on {PATH}; send JSON-RPC messages "
+                    "with POST.",
+                    headers={"Allow": ", ".join(_METHODS)},
+                )
+            caller = authenticate(request)  # before the SDK reads anything
+            if request.method == "GET":
+                await self._stream(request, caller, send)
+                return
+            if request.method == "POST":
+                receive = await self._checked(request)
         except GatewayError as exc:
-            response = json_response(exc.body(), status=exc.status, headers=exc.headers)
-            await response(scope, receive, send)
+            await _jsonrpc_error(exc.status, exc.message, headers=exc.headers)(scope, receive, send)
+            return
+        except _Invalid as exc:
+            await exc.response()(scope, receive, send)
             return
         manager = await self._started()
         await manager.handle_request(scope, receive, send)
+
+    async def _checked(self, request: Request) -> Receive:
+        """Read and check a POST's JSON-RPC message before the SDK does (its own answers
+        to what is wrong there are plain text or a whole pydantic report); a `receive`
+        that gives the SDK the body read here.
+
+        Raises:
+            GatewayError: The body is too large, too slow, or the gateway has no room.
+            _Invalid: It is not one JSON-RPC message.
+        """
+        content_type = request.headers.get("content-type", "")
+        if not content_type.lower().startswith("application/json"):
+            raise GatewayError(415, "Unsupported Media Type: Content-Type must be application/json")
+        body = await read_body(request, limit=self._gateway.config.limits.max_body_bytes)
+        _check_message(body)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await request.receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return replay
+
+    async def _stream(self, request: Request, caller: Caller, send: Send) -> None:
+        """`GET /mcp`: an event stream that carries only keep-alive comments.
+
+        `/mcp` is served statelessly, so no server message can ever be sent on such a
+        stream; it is served here, not by the SDK (a hundred kilobytes of session each),
+        and bounded (`mcp.max_streams`, per key too) apart from the request slots that
+        model traffic needs. It ends after `mcp.stream_idle_timeout`.
+        """
+        settings = self._gateway.config.mcp
+        if settings.max_streams == 0:
+            raise GatewayError(
+                405,
+                "Method Not Allowed: this gateway offers no GET stream on /mcp; send "
+                "JSON-RPC messages with POST.",
+                headers={"Allow": "POST, DELETE"},
+            )
+        if "text/event-stream" not in request.headers.get("accept", ""):
+            raise GatewayError(406, "Not Acceptable: Client must accept text/event-stream")
+        key = caller.name if self._gateway.keyring.enabled else None
+        refused = self._streams.acquire(key)
+        if refused == 429:
+            raise GatewayError(
+                429,
+                f"This key holds the most GET /mcp streams one key may "
+                f"({settings.max_streams_per_key}, mcp.max_streams_per_key); close one first.",
+                headers={"Retry-After": "5"},
+            )
+        if refused is not None:
+            raise GatewayError(
+                503,
+                f"The gateway holds the most GET /mcp streams it serves "
+                f"({settings.max_streams}, mcp.max_streams); retry later.",
+                headers={"Retry-After": "5"},
+            )
+        try:
+            await _keep_alive(
+                request, send, settings.stream_keepalive, settings.stream_idle_timeout
+            )
+        finally:
+            self._streams.release(key)
 
     async def _started(self) -> StreamableHTTPSessionManager:
         if self._runner is None:
@@ -222,7 +458,12 @@ class McpFrontDoor:
 
         try:
             server = _server(self._tools, _request_caller, self._run)
-            manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
+            manager = StreamableHTTPSessionManager(
+                app=server,
+                stateless=True,
+                json_response=True,
+                max_request_body_size=self._gateway.config.limits.max_body_bytes,
+            )
             async with manager.run():
                 self._manager = manager
                 self._ready.set()

@@ -3,8 +3,11 @@
 - `GET /healthz`: the process is alive.
 - `GET /readyz`: it can serve: the upstream answers (any HTTP answer counts: the point is
   reachability, not the key), the store is open when the gateway has server tools, and
-  each MCP server is connected (`mcp:<name>`). 503 names what is down; the detail
-  (addresses, errors) goes to the log only.
+  each MCP server is connected (`mcp:<name>`), and the request budgets have room for
+  model traffic (named `full` when they have not: `requests` for `limits.max_in_flight`,
+  `request_bytes` for `limits.max_in_flight_bytes`; a full `mcp_streams` is named too
+  but does not make the gateway unready: model traffic is still served).
+  503 names what is down or `full`; the detail (addresses, errors) goes to the log only.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from starlette.routing import Route
 
 from toolwire.server.caller import gateway_of
 from toolwire.server.gateway import Gateway
+from toolwire.server.limits import Budget
 from toolwire.server.responses import json_response
 
 __all__ = ["routes"]
@@ -39,7 +43,12 @@ async def _readyz(request: Request) -> Response:
     checks = {"upstream": upstream, "store": store}
     for server in gateway.tools.mcp:
         checks[f"mcp:{server.name}"] = "ok" if server.status == "up" else server.status
-    ready = all(v in ("ok", "not used") for v in checks.values())
+    budget = getattr(request.app.state, "budget", None)
+    if isinstance(budget, Budget):
+        # Named only when full: an idle probe's answer stays what it was.
+        checks.update({name: "full" for name, full in budget.full().items() if full})
+    # Full `GET /mcp` streams refuse only more of them: model traffic is still served.
+    ready = all(v in ("ok", "not used") for k, v in checks.items() if k != "mcp_streams")
     return json_response(
         {"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503
     )
