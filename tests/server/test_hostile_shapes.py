@@ -1,0 +1,215 @@
+"""Hostile request shapes on every door (issue 23): one JSON depth rule, non-string item
+types, client text kept out of response headers, the access log and the audit log, and
+every error in the door's own shape."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from server_support import GatewayFactory, config_with
+
+from toolwire.server.json_depth import MAX_JSON_DEPTH, too_deep
+
+MODEL = "toolwire-offline"
+CONFIG = config_with(store="memory")
+TOOLS_CONFIG = config_with(
+    server_tools={"modules": [__import__("server_support").TOOLS_MODULE]}, store="memory"
+)
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """An object `depth` levels deep (`{}` is one level)."""
+    value: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
+
+
+def nested_text(depth: int) -> bytes:
+    """`nested(depth)` as JSON text (deeper than json and orjson write)."""
+    return b'{"a":' * (depth - 1) + b"{}" + b"}" * (depth - 1)
+
+
+def depth_of(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((depth_of(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((depth_of(v) for v in value), default=0)
+    return 0
+
+
+def anthropic_error(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text[:300]
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert body["type"] == "error", body
+    assert set(body["error"]) == {"type", "message"}, body
+    return dict(body["error"])
+
+
+def openai_error(response: httpx.Response, status: int) -> dict[str, Any]:
+    assert response.status_code == status, response.text[:300]
+    assert response.headers["content-type"].startswith("application/json")
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"message", "type", "param", "code"}, body
+    return dict(body["error"])
+
+
+# --- 1. one JSON depth rule, at parse time ------------------------------------------------
+
+# Each door's body with a client-chosen value `inner` at a place the issue found a 500 (or
+# a pass-through field), and how many levels the body adds around it.
+Body = Callable[[dict[str, Any]], dict[str, Any]]
+DOORS: dict[str, tuple[str, Body]] = {
+    "messages tool_use.input": (
+        "/v1/messages",
+        lambda inner: {
+            "model": MODEL,
+            "max_tokens": 16,
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": inner}],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+                },
+            ],
+        },
+    ),
+    "count_tokens input_schema": (
+        "/v1/messages/count_tokens",
+        lambda inner: {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"name": "x", "input_schema": {"type": "object", "properties": inner}}],
+        },
+    ),
+    "responses tools[].parameters": (
+        "/v1/responses",
+        lambda inner: {
+            "model": MODEL,
+            "input": "hi",
+            "store": False,
+            "tools": [
+                {
+                    "type": "function",
+                    "name": "x",
+                    "parameters": {"type": "object", "properties": {"p": inner}},
+                }
+            ],
+        },
+    ),
+    "responses text.format.schema": (
+        "/v1/responses",
+        lambda inner: {
+            "model": MODEL,
+            "input": "hi",
+            "store": False,
+            "text": {"format": {"type": "json_schema", "name": "x", "schema": inner}},
+        },
+    ),
+    "responses unknown key under reasoning": (
+        "/v1/responses",
+        lambda inner: {"model": MODEL, "input": "hi", "store": False, "reasoning": {"x": inner}},
+    ),
+    "responses unknown key under text": (
+        "/v1/responses",
+        lambda inner: {"model": MODEL, "input": "hi", "store": False, "text": {"x": inner}},
+    ),
+    "chat pass-through field": (
+        "/v1/chat/completions",
+        lambda inner: {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "hi"}],
+            "x_extra": inner,
+        },
+    ),
+    "tools invoke arguments": (
+        "/v1/tools/add/invoke",
+        lambda inner: {"arguments": {"a": 2, "b": 3, "c": inner}},
+    ),
+    "approval decision": (
+        "/v1/approvals/apr_unknown",
+        lambda inner: {"decision": "approve", "x": inner},
+    ),
+    "run resume": ("/v1/runs/run_unknown/resume", lambda inner: {"x": inner}),
+}
+
+
+def _at_depth(make: Body, depth: int) -> bytes:
+    """The door's body as JSON text, nesting exactly `depth` levels in all."""
+    around = depth_of(make(nested(50))) - 50  # levels of the body above `inner`
+    if depth <= 200:
+        assert depth_of(make(nested(depth - around))) == depth
+    text = json.dumps(make({"deep": "here"})).encode()
+    return text.replace(b'{"deep": "here"}', nested_text(depth - around))
+
+
+def _door_error(path: str, response: httpx.Response, status: int) -> dict[str, Any]:
+    if path.startswith("/v1/messages"):
+        return anthropic_error(response, status)
+    return openai_error(response, status)
+
+
+@pytest.mark.parametrize("door", list(DOORS))
+async def test_one_depth_rule_on_every_door(gateway: GatewayFactory, door: str) -> None:
+    path, make = DOORS[door]
+    async with gateway(TOOLS_CONFIG) as client:
+        under = await client.post(path, content=_at_depth(make, MAX_JSON_DEPTH))
+        # Just under the rule: the door judges the body on its merits (the unknown
+        # approval and run are 404s), never by its depth, and never with a 5xx.
+        assert under.status_code < 500, under.text[:300]
+        assert "json_too_deep" not in under.text
+        # Just over it, and where orjson could no longer write the data back (254+).
+        for depth in (MAX_JSON_DEPTH + 1, 260, 1000):
+            over = await client.post(path, content=_at_depth(make, depth))
+            error = _door_error(path, over, 400)
+            assert "nests arrays and objects more than 128 levels" in error["message"]
+
+
+async def test_depth_is_refused_in_the_anthropic_shape_with_the_type_anthropic_uses(
+    gateway: GatewayFactory,
+) -> None:
+    path, make = DOORS["messages tool_use.input"]
+    async with gateway(CONFIG) as client:
+        response = await client.post(path, content=_at_depth(make, 300))
+    assert anthropic_error(response, 400)["type"] == "invalid_request_error"
+
+
+async def test_depth_names_the_top_level_field(gateway: GatewayFactory) -> None:
+    path, make = DOORS["responses text.format.schema"]
+    async with gateway(CONFIG) as client:
+        response = await client.post(path, content=_at_depth(make, 200))
+    error = openai_error(response, 400)
+    assert error["param"] == "text"
+    assert error["code"] == "json_too_deep"
+
+
+def test_the_depth_rule_leaves_room_for_what_orjson_writes() -> None:
+    import orjson
+
+    # The data a request may carry, wrapped in a hundred levels of the gateway's own
+    # objects, can still be written.
+    value: Any = nested(MAX_JSON_DEPTH)
+    for _ in range(50):
+        value = {"wrapped": [value]}
+    assert orjson.loads(orjson.dumps(value)) == value
+
+
+def test_too_deep_counts_levels_and_names_where() -> None:
+    assert too_deep(nested(5), limit=5) is None
+    assert too_deep(nested(6), limit=5) == "a"
+    assert too_deep([[1], [[[[]]]]], limit=4) == "[1]"
+    assert too_deep([[1], [[[[]]]]], limit=5) is None
+    assert too_deep("text", limit=0) is None
+    # The cheap pre-check on the raw text never hides a deep value.
+    assert too_deep(nested(6), b"{" * 6, limit=5) == "a"
+    assert too_deep(nested(6), b"{}", limit=5) is None  # trusted: at most 1 container
