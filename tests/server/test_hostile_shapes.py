@@ -213,3 +213,19 @@ def test_too_deep_counts_levels_and_names_where() -> None:
     # The cheap pre-check on the raw text never hides a deep value.
     assert too_deep(nested(6), b"{" * 6, limit=5) == "a"
     assert too_deep(nested(6), b"{}", limit=5) is None  # trusted: at most 1 container
+
+
+# --- 2. a non-string input item type on /v1/responses --------------------------------------
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("kind", [[], {}, 1, True, ["message"]])
+async def test_a_non_string_item_type_is_a_400_naming_the_field(
+    gateway: GatewayFactory, kind: Any, stream: bool
+) -> None:
+    body = {"model": MODEL, "input": [{"type": kind}], "store": False, "stream": stream}
+    async with gateway(CONFIG) as client:
+        response = await client.post("/v1/responses", json=body)
+    error = openai_error(response, 400)
+    assert error["param"] == "input[0].type"
+    assert "the item type is" in error["message"]

@@ -128,6 +128,8 @@ def parse_input(
         kind = item.get("type")
         if kind is None and "role" in item:
             kind = "message"  # the short form {"role": ..., "content": ...}
+        if type(kind) is not str:
+            raise _item_type_error(kind, where)  # before a set lookup: `[]` is unhashable
         if kind in _ECHOES:
             continue
         if kind == "mcp_approval_response":
