@@ -5,13 +5,18 @@ every error in the door's own shape."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import anthropic
 import httpx
+import openai
 import pytest
+from live import LiveServer
 from server_support import GatewayFactory, config_with
 
+from toolwire.server import create_app
+from toolwire.server.client_text import HEADER_VALUE_CAP, header_list, log_text
 from toolwire.server.json_depth import MAX_JSON_DEPTH, too_deep
 
 MODEL = "toolwire-offline"
@@ -229,3 +234,139 @@ async def test_a_non_string_item_type_is_a_400_naming_the_field(
     error = openai_error(response, 400)
     assert error["param"] == "input[0].type"
     assert "the item type is" in error["message"]
+
+
+# --- 3. client text in response headers: bounded, encoded summaries ------------------------
+
+HOSTILE_NAMES = ["€uro", "a\r\nSet-Cookie: x=1", "nul\x00byte", "x" * 100_000, "日本"]
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[LiveServer]:
+    with LiveServer(create_app(CONFIG, environ={})) as server:
+        yield server
+
+
+def _listing_ok(headers: httpx.Headers, name: str, count: int) -> list[str]:
+    value = headers[name]
+    assert len(value.encode()) <= HEADER_VALUE_CAP
+    assert value.isascii(), value[:200]
+    assert value.isprintable(), value[:200]
+    assert headers[f"{name}-count"] == str(count)
+    for other, text in headers.items():
+        assert len(other) + len(text) < 8192, other
+    return value.split(",")
+
+
+def test_ignored_field_names_reach_the_anthropic_sdk_as_a_bounded_summary(
+    live: LiveServer,
+) -> None:
+    extra = dict.fromkeys(HOSTILE_NAMES, 1)
+    extra.update({f"field_{n}": n for n in range(40)})
+    with anthropic.Anthropic(base_url=live.url, api_key="x", max_retries=0) as client:
+        raw = client.messages.with_raw_response.create(
+            model=MODEL,
+            max_tokens=16,
+            messages=[{"role": "user", "content": "hi"}],
+            extra_body=extra,
+        )
+        message = raw.parse()
+    assert message.content
+    listed = _listing_ok(raw.headers, "toolwire-ignored-fields", len(extra))
+    # Sorted as before; each name encoded, the long one shortened with an encoded '…'.
+    assert listed[:3] == ["a%0D%0ASet-Cookie:%20x=1", "field_0", "field_1"]
+    assert "%E2%82%ACuro" in listed or len(listed) < len(extra)
+    assert all(len(item) <= 64 for item in listed)
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_each_hostile_field_name_alone_gets_an_answer(live: LiveServer, name: str) -> None:
+    with anthropic.Anthropic(base_url=live.url, api_key="x", max_retries=0) as client:
+        raw = client.messages.with_raw_response.create(
+            model=MODEL,
+            max_tokens=16,
+            messages=[{"role": "user", "content": "hi"}],
+            extra_body={name: 1},
+        )
+        raw.parse()
+    [item] = _listing_ok(raw.headers, "toolwire-ignored-fields", 1)
+    assert item.startswith(header_list([name])[0][:20])
+
+
+def test_a_megabyte_orphan_id_reaches_the_openai_sdk_as_a_bounded_summary(
+    live: LiveServer,
+) -> None:
+    ghost = "call_" + "g" * 1_000_000
+    with openai.OpenAI(base_url=f"{live.url}/v1", api_key="x", max_retries=0) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL,
+            messages=[
+                {"role": "user", "content": "hi"},
+                {"role": "tool", "tool_call_id": ghost, "content": "x"},
+                {"role": "tool", "tool_call_id": "call_€", "content": "x"},
+                {"role": "user", "content": "and?"},
+            ],
+        )
+        raw.parse()
+    listed = _listing_ok(raw.headers, "toolwire-dropped-tool-results", 2)
+    assert listed[0].startswith("call_ggg")
+    assert listed[0].endswith("%E2%80%A6")
+    assert listed[1] == "call_%E2%82%AC"
+
+
+def test_a_megabyte_orphan_output_reaches_the_responses_sdk_as_a_bounded_summary(
+    live: LiveServer,
+) -> None:
+    ghost = "call_" + "\n" * 1_000_000
+    with openai.OpenAI(base_url=f"{live.url}/v1", api_key="x", max_retries=0) as client:
+        raw = client.responses.with_raw_response.create(
+            model=MODEL,
+            store=False,
+            input=[
+                {"role": "user", "content": "hi"},
+                {"type": "function_call_output", "call_id": ghost, "output": "?"},
+            ],
+        )
+        raw.parse()
+    [item] = _listing_ok(raw.headers, "toolwire-dropped-tool-results", 1)
+    assert item.startswith("call_%0A%0A")
+
+
+def test_a_megabyte_orphan_tool_result_reaches_the_anthropic_sdk_bounded(
+    live: LiveServer,
+) -> None:
+    ghost = "toolu_" + "€" * 300_000
+    with anthropic.Anthropic(base_url=live.url, api_key="x", max_retries=0) as client:
+        raw = client.messages.with_raw_response.create(
+            model=MODEL,
+            max_tokens=16,
+            messages=[
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": ghost, "content": "x"}],
+                },
+            ],
+        )
+        raw.parse()
+    [item] = _listing_ok(raw.headers, "toolwire-dropped-tool-results", 1)
+    assert item.startswith("toolu_%E2%82%AC")
+
+
+def test_header_list_caps_items_and_bytes() -> None:
+    value, whole = header_list([f"name_{n:04d}_" + "y" * 50 for n in range(100)])
+    assert not whole
+    assert len(value) <= HEADER_VALUE_CAP
+    assert value.split(",")[0] == "name_0000_" + "y" * 50
+    assert header_list(["a,b", "c d"]) == ("a%2Cb,c%20d", True)
+    # A shortened name never ends inside an escape.
+    shortened, whole = header_list(["€" * 100])
+    assert not whole
+    assert shortened == "%E2%82%AC" * 6 + "%E2%80%A6"
+
+
+def test_log_text_escapes_and_caps() -> None:
+    assert log_text("gpt-4o") == "gpt-4o"
+    assert log_text("a\nb c") == "a\\nb c"
+    assert log_text("x" * 300) == "x" * 200 + "…"
+    assert "\n" not in log_text("\u2028line\rsep\n" * 50)
