@@ -370,3 +370,97 @@ def test_log_text_escapes_and_caps() -> None:
     assert log_text("a\nb c") == "a\\nb c"
     assert log_text("x" * 300) == "x" * 200 + "…"
     assert "\n" not in log_text("\u2028line\rsep\n" * 50)
+
+
+# --- 4. metrics labels come from the configuration only ------------------------------------
+
+
+async def test_unknown_model_names_do_not_grow_the_metrics(gateway: GatewayFactory) -> None:
+    async def flood(client: httpx.AsyncClient, start: int, count: int) -> None:
+        for n in range(start, start + count):
+            model = f"no-such-model-{n}-" + "m" * 200
+            body = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+            response = await client.post("/v1/chat/completions", json=body)
+            assert response.status_code == 404
+            anthropic_body = {**body, "max_tokens": 8}
+            assert (await client.post("/v1/messages", json=anthropic_body)).status_code == 404
+            responses_body = {"model": model, "input": "hi", "store": False}
+            assert (await client.post("/v1/responses", json=responses_body)).status_code == 404
+
+    async with gateway(CONFIG) as client:
+        await flood(client, 0, 10)
+        await client.get("/metrics")  # the scrape's own series, before measuring
+        before = len((await client.get("/metrics")).content)
+        await flood(client, 10, 500)
+        scraped = (await client.get("/metrics")).text
+    # The same series, with bigger counts: a few digits more, not 500 series more.
+    assert len(scraped) - before < 400
+    assert "no-such-model" not in scraped
+    assert 'model="other"' in scraped
+
+
+async def test_configured_models_keep_their_own_label(gateway: GatewayFactory) -> None:
+    async with gateway(CONFIG) as client:
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+        assert (await client.post("/v1/chat/completions", json=body)).status_code == 200
+        scraped = (await client.get("/metrics")).text
+    assert f'model="{MODEL}"' in scraped
+
+
+# --- 5. the access log and the audit log ---------------------------------------------------
+
+
+async def test_a_model_cannot_forge_or_flood_an_access_log_line(
+    gateway: GatewayFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    forged = "gpt\n2026-01-01 00:00:00 INFO toolwire.access: request_id=forged status=200"
+    async with gateway(CONFIG) as client:
+        with caplog.at_level("INFO", logger="toolwire.access"):
+            for model in (forged, "m" * 200_000):
+                body = {"model": model, "messages": [{"role": "user", "content": "hi"}]}
+                assert (await client.post("/v1/chat/completions", json=body)).status_code == 404
+    lines = [r.getMessage() for r in caplog.records if r.name == "toolwire.access"]
+    assert len(lines) == 2
+    assert "\n" not in lines[0]
+    assert "model=gpt\\n2026" in lines[0]
+    assert len(lines[1]) < 1000
+    fields = caplog.records[-1].toolwire  # type: ignore[attr-defined]
+    assert len(fields["model"]) <= 201
+
+
+async def test_the_audit_log_keeps_the_cleaned_request_id(
+    gateway: GatewayFactory, openai_server: Any
+) -> None:
+    from chat_support import native_upstream
+
+    from fakes.openai_server import completion, tool_call
+
+    config = config_with(
+        upstream=native_upstream(openai_server.base_url),
+        server_tools={"modules": ["approval_tools"]},
+        store="memory",
+    )
+    openai_server.reply(
+        completion(
+            "Deleting.",
+            tool_calls=[tool_call("delete_application", {"app_name": "demo"}, id="call_d")],
+        )
+    )
+    hostile = "<script>alert(1)</script>" * 120  # ~3 KB, as seen
+    async with gateway(config) as client:
+        chat = await client.post(
+            "/v1/chat/completions",
+            json={"model": "gpt", "messages": [{"role": "user", "content": "Delete demo."}]},
+        )
+        [pending] = chat.json()["toolwire"]["pending_approvals"]
+        decided = await client.post(
+            f"/v1/approvals/{pending['id']}",
+            json={"decision": "deny"},
+            headers={"X-Request-Id": hostile},
+        )
+        assert decided.status_code == 200, decided.text
+        audit = (await client.get("/v1/audit")).json()["data"]
+    ids = {record["request_id"] for record in audit}
+    assert decided.headers["x-request-id"] in ids
+    for rid in ids:
+        assert rid is None or ("<" not in rid and len(rid) <= 128)

@@ -75,7 +75,9 @@ def create_app(
     mcp = _mcp_front_door(gateway)
     _start_tracing(gateway)
     if metrics is not None and gateway.runner.audit is not None:
-        gateway.runner.audit = MeteredAudit(gateway.runner.audit, metrics)
+        gateway.runner.audit = MeteredAudit(
+            gateway.runner.audit, metrics, lambda: gateway.server_tool_names
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -108,7 +110,7 @@ def create_app(
         },
         middleware=[
             Middleware(RequestId),
-            Middleware(Observe, metrics=metrics, log=access_log),
+            Middleware(Observe, metrics=metrics, log=access_log, models=gateway.routes),
             Middleware(
                 InFlightLimit,
                 max_requests=gateway.config.limits.max_in_flight,
