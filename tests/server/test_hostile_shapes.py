@@ -5,6 +5,7 @@ every error in the door's own shape."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,8 +17,10 @@ from live import LiveServer
 from server_support import GatewayFactory, config_with
 
 from toolwire.server import create_app
+from toolwire.server._httptools_protocol import HttpToolsWithHeaderDeadline
 from toolwire.server.client_text import HEADER_VALUE_CAP, header_list, log_text
 from toolwire.server.json_depth import MAX_JSON_DEPTH, too_deep
+from toolwire.server.serving import GatewayServer, H11WithHeaderDeadline, ServeOptions
 
 MODEL = "toolwire-offline"
 CONFIG = config_with(store="memory")
@@ -464,3 +467,119 @@ async def test_the_audit_log_keeps_the_cleaned_request_id(
     assert decided.headers["x-request-id"] in ids
     for rid in ids:
         assert rid is None or ("<" not in rid and len(rid) <= 128)
+
+
+# --- 5. every error in its door's shape, the server's own answers included ---------------
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/messages/count_tokens"])
+@pytest.mark.parametrize("method", ["OPTIONS", "TRACE", "PUT", "BREW"])
+async def test_a_wrong_method_on_the_anthropic_door_is_an_anthropic_405(
+    gateway: GatewayFactory, path: str, method: str
+) -> None:
+    async with gateway(CONFIG) as client:
+        response = await client.request(method, path)
+    assert anthropic_error(response, 405)["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/messages/batches", "/v1/messages/batches/msgbatch_1/results", "/v1/messages/x"]
+)
+@pytest.mark.parametrize("method", ["GET", "POST", "DELETE"])
+async def test_unknown_anthropic_paths_are_anthropic_404s(
+    gateway: GatewayFactory, path: str, method: str
+) -> None:
+    async with gateway(CONFIG) as client:
+        response = await client.request(method, path, json={})
+    assert anthropic_error(response, 404)["type"] == "not_found_error"
+
+
+async def test_an_unknown_playground_file_is_a_json_404(gateway: GatewayFactory) -> None:
+    async with gateway(CONFIG) as client:
+        assert (await client.get("/playground/app.js")).status_code == 200
+        response = await client.get("/playground/nope.js")
+    assert openai_error(response, 404)["code"] == "not_found"
+
+
+def _boom(request: Any) -> Any:
+    raise RuntimeError("a bug")
+
+
+@pytest.mark.parametrize(
+    ("path", "anthropic_shape"), [("/v1/boom", False), ("/v1/messages/boom", True)]
+)
+def test_an_unexpected_failure_is_a_json_500_and_the_connection_stays_open(
+    path: str, anthropic_shape: bool
+) -> None:
+    from starlette.routing import Route
+
+    app = create_app(CONFIG, environ={})
+    app.router.routes.insert(0, Route(path, _boom, methods=["GET"]))
+    with LiveServer(app) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        with sock:
+            failed = _exchange(sock, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            # The same keep-alive connection answers the next request.
+            after = _exchange(sock, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    if anthropic_shape:
+        assert anthropic_error(failed, 500)["type"] == "api_error"
+    else:
+        assert openai_error(failed, 500)["type"] == "server_error"
+    assert failed.headers["x-request-id"]
+    assert after.status_code == 200
+
+
+def _exchange(sock: socket.socket, request: bytes) -> httpx.Response:
+    """Send one request on `sock` and read one content-length response."""
+    sock.sendall(request)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = httpx.Headers([tuple(line.split(": ", 1)) for line in lines])
+    while len(body) < int(headers["content-length"]):
+        body += sock.recv(65536)
+    return httpx.Response(int(status_line.split()[1]), headers=headers, content=body)
+
+
+@pytest.fixture(
+    params=[HttpToolsWithHeaderDeadline, H11WithHeaderDeadline], ids=["httptools", "h11"]
+)
+def served(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
+    app = create_app(CONFIG, environ={})
+    config = ServeOptions(log_level="critical").uvicorn_config(app)
+    config.http = request.param
+    with LiveServer(app, server=GatewayServer(config, drain_seconds=1)) as live:
+        yield live
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\nZZ\r\n{}\r\n0\r\n\r\n",
+        b"\x00\x01 nonsense\r\n\r\n",
+        b"GET /v1/models HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+    ],
+    ids=["malformed chunked body", "no request line", "malformed header"],
+)
+def test_what_the_server_cannot_parse_gets_a_json_400(served: LiveServer, raw: bytes) -> None:
+    with socket.create_connection(("127.0.0.1", served.port), timeout=5) as sock:
+        sock.sendall(raw)
+        answer = _exchange(sock, b"")
+    assert openai_error(answer, 400)["code"] == "invalid_http"
+    assert answer.headers["connection"] == "close"
+
+
+def test_a_url_over_64_kb_gets_a_json_400_or_is_served(served: LiveServer) -> None:
+    # httptools refuses it (the server answers); h11 passes it on to the app.
+    target = b"/v1/models?" + b"q" * 70_000
+    with socket.create_connection(("127.0.0.1", served.port), timeout=5) as sock:
+        answer = _exchange(sock, b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    if answer.status_code == 400:
+        assert openai_error(answer, 400)["code"] == "invalid_http"
+    else:
+        assert answer.status_code == 200

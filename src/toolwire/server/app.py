@@ -16,13 +16,14 @@ from collections.abc import AsyncIterator, Mapping
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from toolwire import tracing
 from toolwire.server.config import GatewayConfig
+from toolwire.server.door_errors import CatchAll, door_body
 from toolwire.server.draining import Drain
-from toolwire.server.errors import GatewayError, error_body
+from toolwire.server.errors import GatewayError
 from toolwire.server.gateway import Gateway
 from toolwire.server.limits import InFlightLimit
 from toolwire.server.loader import ConfigError, ConfigProblem
@@ -107,6 +108,9 @@ def create_app(
             GatewayError: _gateway_error,
             HTTPException: _http_error,
             ClientGone: _client_gone,
+            # The client went away while sending its body (or sent a malformed one, which
+            # the server answered itself): nobody reads an answer.
+            ClientDisconnect: _client_gone,
         },
         middleware=[
             Middleware(RequestId),
@@ -117,6 +121,7 @@ def create_app(
                 max_bytes=gateway.config.limits.max_in_flight_bytes,
                 body_cap=gateway.config.limits.max_body_bytes,
             ),
+            Middleware(CatchAll),
         ],
         lifespan=lifespan,
     )
@@ -173,5 +178,6 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         message = f"Method {request.method} is not allowed on {request.url.path}."
     else:
         message = str(exc.detail)
-    body = error_body(message, code=_HTTP_CODES.get(exc.status_code))
-    return json_response(body, exc.status_code, exc.headers)
+    error = GatewayError(exc.status_code, message, code=_HTTP_CODES.get(exc.status_code))
+    # In the shape of the door the path is under: /v1/messages/batches is Anthropic's.
+    return json_response(door_body(request.url.path, error), exc.status_code, exc.headers)

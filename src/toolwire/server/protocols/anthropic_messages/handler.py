@@ -263,8 +263,9 @@ async def _anthropic_errors(
         return json_response(error_body(failure), failure.status)
 
 
-_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
-"""Every method reaches the endpoint, so a wrong one gets Anthropic's error shape too."""
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
+"""The methods that reach the endpoint, which answers a wrong one in Anthropic's shape
+with `Allow: POST` (the app answers any other method in that shape too)."""
 
 routes = [
     Route("/v1/messages", _messages_endpoint, methods=_METHODS),
