@@ -583,3 +583,13 @@ def test_a_url_over_64_kb_gets_a_json_400_or_is_served(served: LiveServer) -> No
         assert openai_error(answer, 400)["code"] == "invalid_http"
     else:
         assert answer.status_code == 200
+
+
+async def test_a_405_allows_the_methods_of_every_route_for_the_path(
+    gateway: GatewayFactory,
+) -> None:
+    async with gateway(TOOLS_CONFIG) as client:
+        response = await client.request("OPTIONS", "/v1/approvals/apr_1")
+    assert openai_error(response, 405)["code"] == "method_not_allowed"
+    # Two routes serve the path (GET and POST); Starlette named the first one's only.
+    assert response.headers["allow"] == "GET, HEAD, POST"

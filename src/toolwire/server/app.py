@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.routing import Match, Route
 
 from toolwire import tracing
 from toolwire.server.config import GatewayConfig
@@ -35,6 +36,7 @@ from toolwire.server.protocols.models import routes as model_routes
 from toolwire.server.protocols.responses import routes as responses_routes
 from toolwire.server.request_id import RequestId
 from toolwire.server.responses import json_response
+from toolwire.server.routes.openapi import routes as openapi_routes
 from toolwire.server.routes.playground import routes as playground_routes
 from toolwire.server.routes.probes import routes as probe_routes
 from toolwire.server.routes.runs import routes as run_routes
@@ -102,6 +104,7 @@ def create_app(
             *run_routes,
             *(mcp.routes if mcp is not None else []),
             *metrics_routes,
+            *openapi_routes,
             *(playground_routes if gateway.config.playground else []),
         ],
         exception_handlers={
@@ -178,6 +181,19 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         message = f"Method {request.method} is not allowed on {request.url.path}."
     else:
         message = str(exc.detail)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        # Starlette names the methods of the first route for the path only; a path served
+        # by several routes (GET and POST /v1/approvals/{id}) allows all of theirs.
+        headers["Allow"] = ", ".join(_allowed(request))
     error = GatewayError(exc.status_code, message, code=_HTTP_CODES.get(exc.status_code))
     # In the shape of the door the path is under: /v1/messages/batches is Anthropic's.
-    return json_response(door_body(request.url.path, error), exc.status_code, exc.headers)
+    return json_response(door_body(request.url.path, error), exc.status_code, headers)
+
+
+def _allowed(request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods or set()
+    return sorted(methods)

@@ -138,7 +138,19 @@ class DecisionRequest(BaseModel):
     """`{"decision": "approve" | "deny", "reason": ...}`, or the Responses API's
     `mcp_approval_response` fields `{"approve": true | false, "reason": ...}`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        # `_one` in JSON Schema, for the OpenAPI document: exactly one of the two forms.
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["decision"],
+                    "properties": {"decision": {"enum": ["approve", "deny"]}},
+                },
+                {"required": ["approve"], "properties": {"approve": {"type": "boolean"}}},
+            ]
+        },
+    )
 
     decision: Literal["approve", "deny"] | None = None
     approve: bool | None = None
