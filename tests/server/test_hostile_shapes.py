@@ -593,3 +593,94 @@ async def test_a_405_allows_the_methods_of_every_route_for_the_path(
     assert openai_error(response, 405)["code"] == "method_not_allowed"
     # Two routes serve the path (GET and POST); Starlette named the first one's only.
     assert response.headers["allow"] == "GET, HEAD, POST"
+
+
+# --- 1b. the depth rule for JSON inside strings: tool-call arguments ------------------------
+
+
+def _deep_arguments_bodies(depth: int) -> dict[str, tuple[str, dict[str, Any]]]:
+    deep = nested_text(depth).decode()
+    request = json.dumps({"tool_request": {"name": "add", "arguments": {"x": "HERE"}}})
+    return {
+        "chat tool_calls arguments": (
+            "/v1/chat/completions",
+            {
+                "model": MODEL,
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "add", "arguments": deep},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "x"},
+                ],
+            },
+        ),
+        "chat tool_request message": (
+            "/v1/chat/completions",
+            {
+                "model": MODEL,
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    # The object holding the arguments adds 3 levels around them.
+                    {"role": "assistant", "content": request.replace('"HERE"', deep)},
+                    {"role": "user", "content": "and?"},
+                ],
+            },
+        ),
+        "responses function_call arguments": (
+            "/v1/responses",
+            {
+                "model": MODEL,
+                "store": False,
+                "input": [
+                    {"role": "user", "content": "hi"},
+                    {"type": "function_call", "call_id": "c1", "name": "add", "arguments": deep},
+                    {"type": "function_call_output", "call_id": "c1", "output": "x"},
+                ],
+            },
+        ),
+    }
+
+
+@pytest.mark.parametrize("door", list(_deep_arguments_bodies(2)))
+async def test_deep_tool_call_arguments_are_refused_by_the_same_rule(
+    gateway: GatewayFactory, door: str
+) -> None:
+    config = config_with(store="memory", dialect="tool_request")
+    async with gateway(config) as client:
+        path, under = _deep_arguments_bodies(MAX_JSON_DEPTH - 3)[door]
+        response = await client.post(path, json=under)
+        # Judged on its merits (the tool_request one waits for its result: a 400 saying so).
+        assert response.status_code < 500, response.text[:300]
+        assert "json_too_deep" not in response.text
+        for depth in (MAX_JSON_DEPTH + 1, 300, 1100):
+            path, body = _deep_arguments_bodies(depth)[door]
+            error = openai_error(await client.post(path, json=body), 400)
+            assert error["code"] == "json_too_deep"
+            assert error["param"].startswith(("messages[1]", "input[1]"))
+
+
+def test_loads_text_holds_json_in_strings_to_the_rule() -> None:
+    import orjson
+
+    from toolwire.server.json_depth import JsonTooDeep, loads_text, text_too_deep
+
+    assert loads_text(nested_text(5).decode(), limit=5) == nested(5)
+    with pytest.raises(JsonTooDeep):
+        loads_text(nested_text(6).decode(), limit=5)
+    # Too deep for orjson to read at all (its own limit, 1,024) is too deep too.
+    with pytest.raises(JsonTooDeep):
+        loads_text(nested_text(1100).decode())
+    with pytest.raises(orjson.JSONDecodeError):
+        loads_text("{not json")
+    assert not text_too_deep("{not json" + "[" * 300)
+    assert text_too_deep(nested_text(MAX_JSON_DEPTH + 1).decode())
+    assert not text_too_deep(nested_text(MAX_JSON_DEPTH).decode())

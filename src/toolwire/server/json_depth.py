@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["MAX_JSON_DEPTH", "too_deep"]
+import orjson
+
+__all__ = ["MAX_JSON_DEPTH", "JsonTooDeep", "loads_text", "text_too_deep", "too_deep"]
 
 MAX_JSON_DEPTH: Final = 128
 """Arrays and objects inside each other, the body itself counting as one. Half of what
@@ -57,3 +59,43 @@ def _deeper_than(value: Any, limit: int) -> bool:
         level = below
         depth += 1
     return True
+
+
+class JsonTooDeep(ValueError):
+    """JSON text nests deeper than the gateway's rule (or than orjson reads at all)."""
+
+
+def loads_text(text: str, *, limit: int = MAX_JSON_DEPTH) -> Any:
+    """`text` read as JSON, held to the depth rule: JSON a client sent inside a string
+    (a tool call's arguments, a `tool_request` message).
+
+    Raises:
+        JsonTooDeep: It nests deeper than `limit`.
+        orjson.JSONDecodeError: It is not JSON.
+    """
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        # Past 1,024 levels orjson refuses to read it; the model layer reads arguments
+        # with other parsers too (Python's json raises RecursionError there).
+        if "depth" in str(exc):
+            raise JsonTooDeep(str(exc)) from None
+        raise
+    brackets = text.count("[") + text.count("{")
+    if brackets > limit and too_deep(value, limit=limit) is not None:
+        raise JsonTooDeep(f"nests more than {limit} levels")
+    return value
+
+
+def text_too_deep(text: str, *, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether `text` is JSON that nests deeper than `limit`. Text that is not JSON is not:
+    whoever reads it says what is wrong with it, as before."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    try:
+        loads_text(text, limit=limit)
+    except JsonTooDeep:
+        return True
+    except orjson.JSONDecodeError:
+        return False
+    return False
