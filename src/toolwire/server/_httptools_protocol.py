@@ -1,5 +1,5 @@
-"""uvicorn's httptools protocol with the header deadline (kept apart so that a missing
-`httptools` only makes `toolwire.server.serving` fall back to h11)."""
+"""uvicorn's httptools protocol with the header deadline and the JSON 400 (kept apart so
+that a missing `httptools` only makes `toolwire.server.serving` fall back to h11)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from toolwire.server.serving import HeaderDeadline, header_timeout
+from toolwire.server.serving import HeaderDeadline, header_timeout, send_bad_request
 
 __all__ = ["HttpToolsWithHeaderDeadline"]
 
 
 class HttpToolsWithHeaderDeadline(HttpToolsProtocol):
-    """uvicorn's httptools protocol with the header deadline."""
+    """uvicorn's httptools protocol with the header deadline and the JSON 400."""
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, *args, **kwargs)
@@ -33,3 +33,6 @@ class HttpToolsWithHeaderDeadline(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._deadline.disarm()
         super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        send_bad_request(self.transport)

@@ -17,13 +17,15 @@ from collections.abc import AsyncIterator, Mapping
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.routing import Match, Route
 
 from toolwire import tracing
 from toolwire.server.config import GatewayConfig
+from toolwire.server.door_errors import CatchAll, door_body
 from toolwire.server.draining import Drain
-from toolwire.server.errors import GatewayError, error_body
+from toolwire.server.errors import GatewayError
 from toolwire.server.gateway import Gateway
 from toolwire.server.limits import Budget, InFlightLimit
 from toolwire.server.loader import ConfigError, ConfigProblem
@@ -36,6 +38,7 @@ from toolwire.server.protocols.responses import routes as responses_routes
 from toolwire.server.request_id import RequestId
 from toolwire.server.responses import json_response
 from toolwire.server.retention import keep_pruning
+from toolwire.server.routes.openapi import routes as openapi_routes
 from toolwire.server.routes.playground import routes as playground_routes
 from toolwire.server.routes.probes import routes as probe_routes
 from toolwire.server.routes.runs import routes as run_routes
@@ -78,7 +81,9 @@ def create_app(
     mcp = _mcp_front_door(gateway, budget)
     _start_tracing(gateway)
     if metrics is not None and gateway.runner.audit is not None:
-        gateway.runner.audit = MeteredAudit(gateway.runner.audit, metrics)
+        gateway.runner.audit = MeteredAudit(
+            gateway.runner.audit, metrics, lambda: gateway.server_tool_names
+        )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -112,17 +117,22 @@ def create_app(
             *run_routes,
             *(mcp.routes if mcp is not None else []),
             *metrics_routes,
+            *openapi_routes,
             *(playground_routes if gateway.config.playground else []),
         ],
         exception_handlers={
             GatewayError: _gateway_error,
             HTTPException: _http_error,
             ClientGone: _client_gone,
+            # The client went away while sending its body (or sent a malformed one, which
+            # the server answered itself): nobody reads an answer.
+            ClientDisconnect: _client_gone,
         },
         middleware=[
             Middleware(RequestId),
-            Middleware(Observe, metrics=metrics, log=access_log),
+            Middleware(Observe, metrics=metrics, log=access_log, models=gateway.routes),
             Middleware(InFlightLimit, budget=budget, keyring=gateway.keyring),
+            Middleware(CatchAll),
         ],
         lifespan=lifespan,
     )
@@ -180,5 +190,19 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         message = f"Method {request.method} is not allowed on {request.url.path}."
     else:
         message = str(exc.detail)
-    body = error_body(message, code=_HTTP_CODES.get(exc.status_code))
-    return json_response(body, exc.status_code, exc.headers)
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        # Starlette names the methods of the first route for the path only; a path served
+        # by several routes (GET and POST /v1/approvals/{id}) allows all of theirs.
+        headers["Allow"] = ", ".join(_allowed(request))
+    error = GatewayError(exc.status_code, message, code=_HTTP_CODES.get(exc.status_code))
+    # In the shape of the door the path is under: /v1/messages/batches is Anthropic's.
+    return json_response(door_body(request.url.path, error), exc.status_code, headers)
+
+
+def _allowed(request: Request) -> list[str]:
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods or set()
+    return sorted(methods)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Collection
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
@@ -38,13 +39,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from toolwire import tracing
 from toolwire.parsing.events import ParseFailure
 from toolwire.server.caller import authenticate, gateway_of
+from toolwire.server.client_text import log_text
 from toolwire.server.errors import GatewayError
 from toolwire.store.base import AuditRecord
 
 if TYPE_CHECKING:
     from toolwire.runner.audit import AuditLog
 
-__all__ = ["MeteredAudit", "Metrics", "Observe", "metrics_routes"]
+__all__ = ["OTHER", "MeteredAudit", "Metrics", "Observe", "metrics_routes"]
 
 access_log = logging.getLogger("toolwire.access")
 parse_log = logging.getLogger("toolwire.parsing")
@@ -52,6 +54,11 @@ parse_log = logging.getLogger("toolwire.parsing")
 _TOOL_CALLS: ContextVar[list[int] | None] = ContextVar("toolwire_tool_calls", default=None)
 """The tool calls of the request being served: a one-item list shared with the tasks the
 request starts (they copy the context, not the list)."""
+
+OTHER: Final = "other"
+"""The label value of a model or tool the configuration does not name. Label values come
+only from the configuration: each distinct value is a series kept for the life of the
+process, and a client choosing them could grow the gateway's memory without bound."""
 
 _LATENCY: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _APPROVAL_STATUSES: Final = ("pending", "approved", "denied", "used", "expired")
@@ -154,11 +161,19 @@ class Metrics:
 
 
 class MeteredAudit:
-    """An audit log that counts the tool calls whose records pass through it."""
+    """An audit log that counts the tool calls whose records pass through it.
 
-    def __init__(self, inner: AuditLog, metrics: Metrics) -> None:
+    Args:
+        tools: The gateway's server tools now (MCP servers' come and go): a call of any
+            other name (a model may call anything) is counted as `other`.
+    """
+
+    def __init__(
+        self, inner: AuditLog, metrics: Metrics, tools: Callable[[], Collection[str]]
+    ) -> None:
         self._inner = inner
         self._metrics = metrics
+        self._tools = tools
 
     async def append_audit(self, record: AuditRecord) -> int:
         if record.event == "finished":
@@ -167,19 +182,33 @@ class MeteredAudit:
                 counted[0] += 1
         if record.event in ("finished", "finished_late"):
             outcome = record.outcome or "ok"
-            self._metrics.tool_calls.labels(record.tool, outcome).inc()
+            tool = record.tool if record.tool in self._tools() else OTHER
+            self._metrics.tool_calls.labels(tool, outcome).inc()
             if record.duration_ms is not None:
-                self._metrics.tool_duration.labels(record.tool).observe(record.duration_ms / 1000)
+                self._metrics.tool_duration.labels(tool).observe(record.duration_ms / 1000)
         return await self._inner.append_audit(record)
 
 
 class Observe:
-    """ASGI middleware: metrics and the access log line of every HTTP request."""
+    """ASGI middleware: metrics and the access log line of every HTTP request.
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics | None, log: bool = True) -> None:
+    Args:
+        models: The model ids the configuration routes: the only `model` label values
+            besides `other` (any id a client sends, answered 404) and `""` (no model).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        metrics: Metrics | None,
+        log: bool = True,
+        models: Collection[str] = (),
+    ) -> None:
         self.app = app
         self.metrics = metrics
         self.log = log
+        self.models = frozenset(models)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -225,7 +254,7 @@ class Observe:
                         "http.route": _route(scope),
                         "http.response.status_code": status,
                         "toolwire.request_id": traced.get("request_id"),
-                        "gen_ai.request.model": traced.get("model"),
+                        "gen_ai.request.model": log_text(traced.get("model") or "") or None,
                     },
                 )
             request_span.__exit__(None, None, None)
@@ -239,7 +268,8 @@ class Observe:
                     metrics.streams.dec()
                     if first_byte is not None:
                         metrics.first_byte.labels(route).observe(first_byte - started)
-                metrics.requests.labels(route, scope["method"], str(status), model).inc()
+                label = model if not model or model in self.models else OTHER
+                metrics.requests.labels(route, scope["method"], str(status), label).inc()
                 metrics.duration.labels(route).observe(ended - started)
             if self.log and access_log.isEnabledFor(logging.INFO):
                 ms = (ended - started) * 1000
@@ -270,7 +300,8 @@ def _log_line(
         "route": route,
         "status": status,
         "duration_ms": round(ms, 2),
-        "model": model or None,
+        # The client chose it: escaped (a newline would forge a line) and shortened.
+        "model": log_text(model) if model else None,
         "tool_calls": tool_calls or None,
     }
     shown = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from toolwire.server.errors import GatewayError
+from toolwire.server.json_depth import MAX_JSON_DEPTH, too_deep
 from toolwire.server.loader import format_path
 
 __all__ = ["read_body", "read_json", "validate_body"]
@@ -72,13 +73,24 @@ async def read_json(request: Request, *, limit: int, allow_empty: bool = False) 
             return None
         raise GatewayError(400, "The request body is empty; send a JSON object.")
     try:
-        return orjson.loads(body)
+        data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise GatewayError(
             400,
             f"The request body is not valid JSON ({exc}). Send a JSON object.",
             code="invalid_json",
         ) from None
+    where = too_deep(data, body)
+    if where is not None:
+        where = where[:64]  # a key chosen by the client: echoed, but not at any length
+        raise GatewayError(
+            400,
+            f"The request body nests arrays and objects more than {MAX_JSON_DEPTH} levels "
+            "deep" + (f" (under '{where}')" if where else "") + "; send flatter JSON.",
+            param=where or None,
+            code="json_too_deep",
+        )
+    return data
 
 
 def validate_body(model: type[M], data: Any) -> M:

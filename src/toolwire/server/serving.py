@@ -42,6 +42,7 @@ __all__ = [
     "StartupError",
     "build_app",
     "header_timeout",
+    "send_bad_request",
     "serve",
 ]
 
@@ -51,6 +52,17 @@ DEFAULT_HEADER_TIMEOUT: Final = 10.0
 _DRAIN_GRACE: Final = 1.0
 """Seconds between expiring the drain and uvicorn cancelling what is left: time for the
 final events to be written."""
+_BAD_REQUEST_BODY: Final = (
+    b'{"error": {"message": "Invalid HTTP request received (a malformed request line, '
+    b"header or chunked body, or a URL or header over the server's limit).\", "
+    b'"type": "invalid_request_error", "param": null, "code": "invalid_http"}}'
+)
+_BAD_REQUEST: Final = (
+    b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"content-length: " + str(len(_BAD_REQUEST_BODY)).encode() + b"\r\n\r\n" + _BAD_REQUEST_BODY
+)
+"""What the server answers a request it cannot parse: JSON like every other error (uvicorn's
+own answer is plain text), then the connection closes as uvicorn's does."""
 _REQUEST_TIMEOUT: Final = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
     b"connection: close\r\ncontent-length: 112\r\n\r\n"
@@ -247,7 +259,7 @@ def header_timeout(config: uvicorn.Config) -> float:
 
 
 class H11WithHeaderDeadline(H11Protocol):
-    """uvicorn's h11 protocol with the header deadline."""
+    """uvicorn's h11 protocol with the header deadline and the JSON 400."""
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, *args, **kwargs)
@@ -265,6 +277,16 @@ class H11WithHeaderDeadline(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._deadline.disarm()
         super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        send_bad_request(self.transport)
+
+
+def send_bad_request(transport: asyncio.Transport) -> None:
+    """Answer a request the HTTP parser refused with the gateway's JSON 400, and close."""
+    if not transport.is_closing():
+        transport.write(_BAD_REQUEST)
+        transport.close()
 
 
 def _protocol_class() -> type[asyncio.Protocol]:

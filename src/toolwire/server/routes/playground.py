@@ -15,6 +15,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from toolwire.server.errors import GatewayError
+
 __all__ = ["routes"]
 
 _ASSETS: Final = {
@@ -44,7 +46,8 @@ async def _asset(request: Request) -> Response:
     name: str = request.path_params["name"]
     media = _ASSETS.get(name)
     if media is None:
-        return Response("Not found", status_code=404, media_type="text/plain")
+        # JSON like every other unknown path: clients read one error shape.
+        raise GatewayError(404, f"Unknown path {request.url.path}.", code="not_found")
     return Response(_read(name), media_type=media, headers=_HEADERS)
 
 

@@ -50,6 +50,7 @@ from toolwire.server.memory import remember_steps
 from toolwire.server.protocols.chat_completions.agent_path import agent_complete, agent_stream
 from toolwire.server.protocols.chat_completions.handler import shutdown_event
 from toolwire.server.protocols.chat_completions.wire import ChunkWriter, new_completion_id
+from toolwire.server.request_id import request_id_of
 from toolwire.server.requests import read_json, validate_body
 from toolwire.server.responses import json_response
 from toolwire.server.streaming import stream_response
@@ -173,7 +174,19 @@ class DecisionRequest(BaseModel):
     """`{"decision": "approve" | "deny", "reason": ...}`, or the Responses API's
     `mcp_approval_response` fields `{"approve": true | false, "reason": ...}`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        # `_one` in JSON Schema, for the OpenAPI document: exactly one of the two forms.
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["decision"],
+                    "properties": {"decision": {"enum": ["approve", "deny"]}},
+                },
+                {"required": ["approve"], "properties": {"approve": {"type": "boolean"}}},
+            ]
+        },
+    )
 
     decision: Literal["approve", "deny"] | None = None
     approve: bool | None = None
@@ -209,7 +222,8 @@ async def _decide(request: Request) -> Response:
             caller,
             approve=body.approved,
             reason=body.reason,
-            request_id=request.headers.get("x-request-id"),
+            # The id `RequestId` kept or made, never the client's header as sent.
+            request_id=request_id_of(request.scope),
             now=now,
         )
     except StoreError as exc:

@@ -43,7 +43,7 @@ from toolwire.server.protocols.anthropic_messages.wire import (
     stop_reason,
 )
 from toolwire.server.requests import read_json
-from toolwire.server.responses import dropped_header, json_response
+from toolwire.server.responses import IGNORED_HEADER, dropped_header, ignored_header, json_response
 from toolwire.server.streaming import (
     ClientGone,
     stream_response,
@@ -56,9 +56,6 @@ __all__ = ["IGNORED_HEADER", "count_tokens", "messages", "routes"]
 
 logger = logging.getLogger("toolwire.server")
 
-IGNORED_HEADER = "toolwire-ignored-fields"
-"""Names the request fields the gateway did not interpret (comma-separated)."""
-
 
 async def messages(request: Request, gateway: Gateway, ctx: ToolContext) -> Response:
     """Serve one Messages request (authentication already done)."""
@@ -70,8 +67,7 @@ async def messages(request: Request, gateway: Gateway, ctx: ToolContext) -> Resp
         raise gateway.unknown_model(req.model)
     headers = {"request-id": str(ctx.metadata["request_id"])}
     headers.update(dropped_header(req.dropped_results))
-    if req.ignored_fields:
-        headers[IGNORED_HEADER] = ",".join(req.ignored_fields)
+    headers.update(ignored_header(req.ignored_fields))
     writer = MessageWriter(
         id=new_message_id(), model=req.model, stream=req.stream, thinking=req.thinking
     )
@@ -267,8 +263,9 @@ async def _anthropic_errors(
         return json_response(error_body(failure), failure.status)
 
 
-_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
-"""Every method reaches the endpoint, so a wrong one gets Anthropic's error shape too."""
+_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
+"""The methods that reach the endpoint, which answers a wrong one in Anthropic's shape
+with `Allow: POST` (the app answers any other method in that shape too)."""
 
 routes = [
     Route("/v1/messages", _messages_endpoint, methods=_METHODS),

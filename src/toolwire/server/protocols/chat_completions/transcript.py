@@ -33,9 +33,18 @@ from toolwire.models.messages import (
 )
 from toolwire.server.config import Dialect
 from toolwire.server.errors import GatewayError
+from toolwire.server.json_depth import MAX_JSON_DEPTH, JsonTooDeep, loads_text, text_too_deep
 from toolwire.tools.call import ToolCall
 
-__all__ = ["Transcript", "as_tool_request", "field_error", "json_type", "parse_messages", "shown"]
+__all__ = [
+    "Transcript",
+    "as_tool_request",
+    "deep_arguments",
+    "field_error",
+    "json_type",
+    "parse_messages",
+    "shown",
+]
 
 ROLES: Final = ("system", "developer", "user", "assistant", "tool")
 USER_PART_TYPES: Final = ("text", "image_url", "input_audio", "file")
@@ -272,6 +281,8 @@ def _tool_calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
                 f"must be the arguments as JSON text (a string), not {json_type(arguments)}; "
                 'serialize the object, e.g. \'{"city": "Paris"}\'.',
             )
+        if text_too_deep(arguments):
+            raise deep_arguments(f"{where}.function.arguments")
         calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
     return tuple(calls)
 
@@ -283,7 +294,11 @@ def as_tool_request(content: str, i: int) -> ToolCall | None:
     if not (text.startswith("{") and text.endswith("}") and "tool_request" in text):
         return None
     try:
-        data = orjson.loads(text)
+        data = loads_text(text)
+    except JsonTooDeep:
+        # Its arguments are written back out (as the call's JSON text): refused like any
+        # other JSON past the gateway's depth rule.
+        raise deep_arguments(f"messages[{i}].content") from None
     except orjson.JSONDecodeError:
         return None
     if type(data) is not dict or len(data) != 1:
@@ -365,6 +380,16 @@ def _pop_by_name(pending: dict[str, ToolCall], name: str) -> ToolCall | None:
 def field_error(param: str, message: str, *, code: str | None = None) -> GatewayError:
     """A 400 about one request field: `param` is named in the message and the error."""
     return GatewayError(400, f"{param}: {message}", param=param, code=code)
+
+
+def deep_arguments(where: str) -> GatewayError:
+    """The 400 for tool-call arguments that nest past the gateway's JSON depth rule."""
+    return field_error(
+        where,
+        f"the arguments nest arrays and objects more than {MAX_JSON_DEPTH} levels deep; "
+        "send flatter JSON.",
+        code="json_too_deep",
+    )
 
 
 def shown(value: Any) -> str:

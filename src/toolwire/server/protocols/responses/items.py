@@ -33,10 +33,16 @@ from toolwire.models.messages import (
 )
 from toolwire.server.config import Dialect
 from toolwire.server.errors import GatewayError
+from toolwire.server.json_depth import text_too_deep
 from toolwire.server.protocols.chat_completions.transcript import (
     as_tool_request as tool_request_call,
 )
-from toolwire.server.protocols.chat_completions.transcript import field_error, json_type, shown
+from toolwire.server.protocols.chat_completions.transcript import (
+    deep_arguments,
+    field_error,
+    json_type,
+    shown,
+)
 from toolwire.server.protocols.responses.content import (
     assistant_text,
     output_text,
@@ -128,6 +134,8 @@ def parse_input(
         kind = item.get("type")
         if kind is None and "role" in item:
             kind = "message"  # the short form {"role": ..., "content": ...}
+        if type(kind) is not str:
+            raise _item_type_error(kind, where)  # before a set lookup: `[]` is unhashable
         if kind in _ECHOES:
             continue
         if kind == "mcp_approval_response":
@@ -292,6 +300,8 @@ def _function_call(item: dict[str, Any], where: str) -> ToolCall:
             f"must be the arguments as JSON text (a string), not {json_type(arguments)}; "
             'serialize the object, e.g. \'{"city": "Paris"}\'.',
         )
+    if text_too_deep(arguments):
+        raise deep_arguments(f"{where}.arguments")
     return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
