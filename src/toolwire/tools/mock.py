@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from toolwire.tools.call import ErrorCode, ToolErrorInfo, ToolResult
+from toolwire.tools.call import ErrorCode, ToolArguments, ToolErrorInfo, ToolResult
 from toolwire.tools.context import ToolContext
 from toolwire.tools.decorator import FunctionTool, tool
 from toolwire.tools.errors import (
@@ -229,6 +229,9 @@ class MockTools:
         """
         if ctx is None:
             ctx = ToolContext()
+        if isinstance(arguments, ToolArguments):
+            # Seed 002's loop hands a model's call straight over: record and check a dict.
+            arguments = arguments.to_dict()
         entry = self._entries.get(name)
         if entry is None:
             raise ToolNotFoundError.unknown(name, list(self._entries))
