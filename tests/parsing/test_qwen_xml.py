@@ -808,6 +808,8 @@ def test_llamacpp_values_laid_out_in_an_indented_block(lines: str | None, expect
 
 
 def test_llamacpp_text_before_an_indented_call() -> None:
+    # llama.cpp keeps the space before the call ("... products. "); toolwire strips the ends
+    # of content (docs/parsing.md, "Where engines disagree").
     text = "I'll help you search for products. " + _laid_out("      laptops")
     assert _engine(text) == (
         "I'll help you search for products.",
@@ -899,6 +901,8 @@ def test_llamacpp_string_values_are_verbatim(value: str) -> None:
 
 
 def test_llamacpp_compact_form_and_big_integers() -> None:
+    # llama.cpp expects 1e+60 for the big integer (its JSON library's overflow); toolwire
+    # keeps it exact (docs/parsing.md, "Where engines disagree").
     text = (
         "<tool_call><function=text_function><parameter=code>value</parameter></function>"
         "</tool_call><tool_call><function=special_function><parameter=arg1>"
