@@ -733,11 +733,151 @@ def test_llamacpp_indented_layout_typed_values() -> None:
     assert _engine(text) == (None, [("complex_function", args)])
 
 
-def test_llamacpp_indented_layout_string_keeps_its_indentation() -> None:
-    # llama.cpp strips all whitespace around a string value ("John Doe"); vLLM, SGLang and
-    # toolwire take only one newline on each side as markup (docs/parsing.md).
-    text = _indented("complex_function", name="John Doe")
-    assert _engine(text) == (None, [("complex_function", {"name": "      John Doe\n    "})])
+# llama.cpp's Qwen3-Coder block writes its values inside a block indented two spaces a
+# level (`    <parameter=k>\n      VALUE\n    </parameter>`), some of them from the margin.
+# Each case: the value's lines as written between the opener's line and the closer's
+# (None: no line at all), and the argument expected.
+LAID_OUT: dict[str, tuple[str | None, str]] = {
+    "name": ("      John Doe", "John Doe"),
+    "unicode": (
+        "      Hello 世界! 🌍 Special chars: @#$%^&*()",
+        "Hello 世界! 🌍 Special chars: @#$%^&*()",
+    ),
+    "code from the margin": (
+        'def hello():\n    print("Hello, World!")\n    return True',
+        'def hello():\n    print("Hello, World!")\n    return True',
+    ),
+    "xml": ("      <root><item>value</item></root>", "<root><item>value</item></root>"),
+    "quotes": ('      She said "Hello!" and left.', 'She said "Hello!" and left.'),
+    "long text": (
+        "      This is a long text parameter that should test the parser's ability to "
+        "handle larger amounts of text data.",
+        "This is a long text parameter that should test the parser's ability to handle "
+        "larger amounts of text data.",
+    ),
+    "search query": ("      laptops", "laptops"),
+    "underscored names 1": ("      value1", "value1"),
+    "underscored names 2": ("      value2", "value2"),
+    "deep xml": (
+        "      <root><level1><level2><level3>deep content</level3></level2></level1></root>",
+        "<root><level1><level2><level3>deep content</level3></level2></level1></root>",
+    ),
+    "empty": (None, ""),
+    "whitespace only": ("      ", ""),
+    "tabs and spaces from the margin": (
+        "line1\n\tindented line\n    spaces",
+        "line1\n\tindented line\n    spaces",
+    ),
+    "control characters": (
+        "Line1\nLine2\tTabbed\rCarriage return",
+        "Line1\nLine2\tTabbed\rCarriage return",
+    ),
+    "emoji": (
+        "      Hello! 👋 🌟 🚀 Testing emojis: 😀😃😄😁 and symbols: ∑∏∆∇",
+        "Hello! 👋 🌟 🚀 Testing emojis: 😀😃😄😁 and symbols: ∑∏∆∇",
+    ),
+    "formula": ("      E = mc² and ∫f(x)dx = F(x) + C", "E = mc² and ∫f(x)dx = F(x) + C"),
+    "sql": (
+        "      SELECT * FROM users WHERE id = 1; DROP TABLE users; --",
+        "SELECT * FROM users WHERE id = 1; DROP TABLE users; --",
+    ),
+    "html": (
+        "      <script>alert('xss')</script><img src=x onerror=alert(1)>",
+        "<script>alert('xss')</script><img src=x onerror=alert(1)>",
+    ),
+    "base64": (
+        "      SGVsbG8gV29ybGQhIFRoaXMgaXMgYmFzZTY0IGVuY29kZWQgdGV4dC4=",
+        "SGVsbG8gV29ybGQhIFRoaXMgaXMgYmFzZTY0IGVuY29kZWQgdGV4dC4=",
+    ),
+}
+
+
+def _laid_out(lines: str | None) -> str:
+    body = "" if lines is None else lines + "\n"
+    return (
+        "<tool_call>\n  <function=text_function>\n    <parameter=text>\n"
+        f"{body}    </parameter>\n  </function>\n</tool_call>"
+    )
+
+
+@pytest.mark.parametrize(("lines", "expected"), LAID_OUT.values(), ids=LAID_OUT.keys())
+def test_llamacpp_values_laid_out_in_an_indented_block(lines: str | None, expected: str) -> None:
+    # The closer's indented line shows an indented block: its layout (the newline after
+    # the opener, the closer's line, indentation common to the value's lines) is markup.
+    assert _engine(_laid_out(lines)) == (None, [("text_function", {"text": expected})])
+
+
+def test_llamacpp_text_before_an_indented_call() -> None:
+    # llama.cpp keeps the space before the call ("... products. "); toolwire strips the ends
+    # of content (docs/parsing.md, "Where engines disagree").
+    text = "I'll help you search for products. " + _laid_out("      laptops")
+    assert _engine(text) == (
+        "I'll help you search for products.",
+        [("text_function", {"text": "laptops"})],
+    )
+
+
+def test_sglang_output_indented_as_a_whole() -> None:
+    # SGLang's streaming test indents every line after the first by eight spaces.
+    lines = [
+        "<function=get_current_weather>",
+        "<parameter=city>",
+        "Dallas",
+        "</parameter>",
+        "<parameter=state>",
+        "TX",
+        "</parameter>",
+        "</function>",
+        "</tool_call>",
+        "Some text in between.",
+        "<tool_call>",
+        "<function=calculate_area>",
+        "<parameter=shape>",
+        "circle",
+        "</parameter>",
+        "<parameter=dimensions>",
+        '{"radius": 5}',
+        "</parameter>",
+        "</function>",
+        "</tool_call>",
+    ]
+    text = "<tool_call>\n" + "\n".join(" " * 8 + line for line in lines)
+    assert _engine(text) == (
+        "Some text in between.",
+        [
+            ("get_current_weather", {"city": "Dallas", "state": "TX"}),
+            ("calculate_area", {"shape": "circle", "dimensions": {"radius": 5}}),
+        ],
+    )
+
+
+# toolwire's rule around those cases: only an indented block's layout goes.
+
+
+def test_an_indented_block_keeps_the_values_own_relative_indentation() -> None:
+    code = "        def f():\n            return 1\n\n        f()"
+    text = _laid_out(code).replace("text_function", "write_file").replace("=text>", "=content>")
+    assert _engine(text) == (
+        None,
+        [("write_file", {"content": "def f():\n    return 1\n\nf()"})],
+    )
+
+
+def test_a_block_at_the_margin_keeps_the_values_indentation() -> None:
+    # A write_file of an indented line, or of text ending in a newline, stays as written.
+    text = _write_file("    return 1\n\n")
+    assert _engine(text) == (
+        None,
+        [("write_file", {"path": "test.py", "content": "    return 1\n"})],
+    )
+
+
+def test_whitespace_on_the_openers_line_is_the_values() -> None:
+    text = (
+        "<tool_call>\n  <function=search>\n    <parameter=query>  two spaces</parameter>\n"
+        "  </function>\n</tool_call>"
+    )
+    assert _engine(text) == (None, [("search", {"query": "  two spaces"})])
 
 
 @pytest.mark.parametrize(
@@ -754,11 +894,15 @@ def test_llamacpp_indented_layout_string_keeps_its_indentation() -> None:
     ],
 )
 def test_llamacpp_string_values_are_verbatim(value: str) -> None:
+    # The same values in the template's own layout (no indentation): nothing but the one
+    # newline on each side is markup.
     text = _call("text_function", text=value)
     assert _engine(text) == (None, [("text_function", {"text": value})])
 
 
 def test_llamacpp_compact_form_and_big_integers() -> None:
+    # llama.cpp expects 1e+60 for the big integer (its JSON library's overflow); toolwire
+    # keeps it exact (docs/parsing.md, "Where engines disagree").
     text = (
         "<tool_call><function=text_function><parameter=code>value</parameter></function>"
         "</tool_call><tool_call><function=special_function><parameter=arg1>"

@@ -532,17 +532,17 @@ async def test_mock_provider_exceptions_arguments_and_the_runner() -> None:
     with pytest.raises(ToolParameterError, match='"city" is a required property'):
         await mock.execute_tool("get_weather", {})
     with pytest.raises(ToolParameterError, match="Additional properties"):
-        await mock.execute_tool("broken", {"x": 1})
+        await mock.execute_tool("get_weather", {"city": "Paris", "x": 1})
     with pytest.raises(ToolExecutionError, match="'unmocked' is not mocked"):
         await mock.execute_tool("unmocked", {})
     assert [name for name, _ in mock.call_history] == [
         "broken",
         "get_weather",
         "get_weather",
-        "broken",
+        "get_weather",
         "unmocked",
     ]
-    mock.assert_called("get_weather", times=2)  # the existing MockTools API still applies
+    mock.assert_called("get_weather", times=3)  # the existing MockTools API still applies
 
     runner = ToolRunner(mock)
     via_runner = await runner.exec(call("broken", {}))
@@ -553,6 +553,61 @@ async def test_mock_provider_exceptions_arguments_and_the_runner() -> None:
     )
     with pytest.raises(ToolDefinitionError, match="results for 'typo'"):
         MockToolProvider([weather], {"typo": 1})
+
+
+async def test_a_canned_exception_fails_the_call_with_its_message() -> None:
+    # As the seed's mock does, whichever way the results are given.
+    mock = MockToolProvider({"flaky": ValueError("backend down"), "gone": KeyError})
+    direct = await mock.execute_tool("flaky", {})
+    assert (direct.success, direct.error, direct.result) == (False, "backend down", None)
+    assert direct.error is not None
+    assert direct.error.code == "execution_error"
+
+    runner = ToolRunner(mock)
+    for name, message in (("flaky", "backend down"), ("gone", "Tool 'gone' failed (KeyError).")):
+        result = await runner.exec(call(name, {"city": "Paris"}))
+        assert result.error is not None
+        assert (result.success, result.error.code, result.error.message) == (
+            False,
+            "execution_error",
+            message,
+        )
+    assert mock.call_history == [
+        ("flaky", {}),
+        ("flaky", {"city": "Paris"}),
+        ("gone", {"city": "Paris"}),
+    ]
+
+
+async def test_a_canned_tool_without_parameters_takes_any_and_records_them() -> None:
+    seed_style = MockToolProvider(
+        [Tool(name="test_tool", description="A test tool", parameters={})],
+        {"test_tool": {"message": "success"}},
+    )
+    mapping = MockToolProvider({"test_tool": {"message": "success"}})
+    for mock in (seed_style, mapping):
+        direct = await mock.execute_tool("test_tool", {"city": "Paris"})
+        assert (direct.success, direct.result) == (True, {"message": "success"})
+        via_runner = await ToolRunner(mock).exec(call("test_tool", {"city": "Lyon", "n": 2}))
+        assert (via_runner.success, via_runner.result) == (True, {"message": "success"})
+        assert mock.call_history == [
+            ("test_tool", {"city": "Paris"}),
+            ("test_tool", {"city": "Lyon", "n": 2}),
+        ]
+
+
+async def test_a_canned_tool_with_a_schema_stays_strict() -> None:
+    weather = Tool(name="get_weather", parameters={"city": ToolParameter(required=True)})
+    closed = Tool(name="ping", input_schema={"type": "object", "additionalProperties": False})
+    mock = MockToolProvider([weather, closed], {"get_weather": {"temp": 21}, "ping": "pong"})
+    runner = ToolRunner(mock)
+    for name, arguments in (("get_weather", {"town": "Paris"}), ("ping", {"x": 1})):
+        result = await runner.exec(call(name, arguments))
+        assert result.error is not None
+        assert result.error.code == "invalid_arguments"
+    assert mock.call_history == []  # refused before the provider was called
+    with pytest.raises(ToolParameterError):
+        await mock.execute_tool("ping", {"x": 1})
 
 
 # --- The gateway: a provider as server tools --------------------------------------------------

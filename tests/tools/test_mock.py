@@ -49,7 +49,11 @@ async def test_values_callables_and_tools() -> None:
     # A typed callable gets a real schema (and validation); untyped ones accept anything.
     tools = {t.name: t for t in await mock.list_tools()}
     assert tools["search"].input_schema["required"] == ["query"]
-    assert tools["untyped"].input_schema == {"type": "object", "properties": {}}
+    assert tools["untyped"].input_schema == {
+        "type": "object",
+        "properties": {},
+        "additionalProperties": True,
+    }
     with pytest.raises(ToolParameterError):
         await mock.execute_tool("search", {}, ctx)
 

@@ -506,7 +506,8 @@ def _input_object(arguments: str) -> dict[str, Any]:
     # Arguments that were not a JSON object go back as {}: Anthropic rejects anything
     # else, and the tool result that follows already told the model what was wrong.
     try:
-        parsed = orjson.loads(arguments) if arguments else {}
+        # str.__str__: a `ToolArguments` too, as orjson takes exact `str`s only.
+        parsed = orjson.loads(str.__str__(arguments)) if arguments else {}
     except orjson.JSONDecodeError:
         return {}
     return parsed if isinstance(parsed, dict) else {}

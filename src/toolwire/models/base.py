@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 from toolwire.models.messages import AssistantMessage, Message, Usage
 from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
+from toolwire.tools.call import ToolArguments, ToolCall
 from toolwire.tools.tool import Tool
 
 __all__ = [
@@ -47,6 +48,20 @@ class ModelResponse:
     finish_reason: FinishReason = "stop"
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The message's calls as the provider-protocol seed's loop reads them.
+
+        `provider.execute_tool(call.name, call.arguments)` runs as written: each call's
+        `arguments` is a `ToolArguments`, the raw text that also answers `get`, `[key]`,
+        `keys()` and `items()`. The message itself keeps plain text (what the agent,
+        the stores and the wire encoders read with orjson, which takes exact `str`s only).
+        """
+        return tuple(
+            replace(c, arguments=ToolArguments(c.arguments, c.name))
+            for c in self.message.tool_calls
+        )
 
 
 ModelStreamEvent = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta | ModelResponse

@@ -88,6 +88,7 @@ def wire_arguments(arguments: str) -> str:
     """
     if not arguments:
         return _EMPTY_ARGS
+    arguments = str.__str__(arguments)  # a `ToolArguments` too: orjson takes exact `str`s only
     try:
         parsed = orjson.loads(arguments)
     except orjson.JSONDecodeError:

@@ -201,6 +201,10 @@ class ToolRunner:
     ) -> tuple[ToolResult, bool]:
         """`exec`, and whether a write or destructive tool was handed the call."""
         start = perf_counter()
+        if type(call.arguments) is not str:
+            # A `ToolArguments` (seed 002's loop passes `ModelResponse.tool_calls`): from here
+            # on the text is read with orjson, which refuses `str` subclasses as invalid JSON.
+            call = replace(call, arguments=str.__str__(call.arguments))
         if ctx is None:
             ctx = ToolContext()
         trace = _Trace(grant=grant)

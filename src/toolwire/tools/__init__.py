@@ -1,6 +1,13 @@
 """Tool definitions, providers and results. Depends on nothing else in toolwire."""
 
-from toolwire.tools.call import ErrorCode, ToolCall, ToolErrorInfo, ToolResult, new_call_id
+from toolwire.tools.call import (
+    ErrorCode,
+    ToolArguments,
+    ToolCall,
+    ToolErrorInfo,
+    ToolResult,
+    new_call_id,
+)
 from toolwire.tools.context import ToolContext
 from toolwire.tools.decorator import FunctionTool, tool
 from toolwire.tools.errors import (
@@ -38,6 +45,7 @@ __all__ = [
     "MockToolProvider",
     "MockTools",
     "Tool",
+    "ToolArguments",
     "ToolCall",
     "ToolContext",
     "ToolDefinitionError",

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import ItemsView, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, SupportsIndex, overload
 
-__all__ = ["ErrorCode", "ToolCall", "ToolErrorInfo", "ToolResult", "new_call_id"]
+import orjson
+
+from toolwire.tools.errors import ToolParameterError
+
+__all__ = [
+    "ErrorCode",
+    "ToolArguments",
+    "ToolCall",
+    "ToolErrorInfo",
+    "ToolResult",
+    "new_call_id",
+]
 
 ErrorCode = Literal[
     "unknown_tool",
@@ -39,6 +52,121 @@ class ToolCall:
     name: str
     arguments: str
     """The raw JSON text the model sent; it may be invalid JSON."""
+
+
+class ToolArguments(str):
+    """A call's arguments as the raw JSON text, that also answers the reads of a dict.
+
+    What `ModelResponse.tool_calls` gives a call's `arguments`, so that the provider-protocol
+    seed's loop, `provider.execute_tool(call.name, call.arguments)` with a provider that
+    reads `parameters.get("city")`, runs as written. It *is* the text: a `str` equal to
+    it, sent and encoded as a JSON string, parsed by the runner as any other (so invalid
+    JSON still comes back to the model as `invalid_json`). The reads a `str` lacks read the
+    parsed object instead: `get(key, default)`, `arguments[key]` with a `str` key,
+    `keys()`, `values()`, `items()`, and so `dict(arguments)` and `**arguments`. `in`,
+    `len()`, iteration and slicing stay the text's. It equals a mapping holding the same
+    object, as well as its text.
+
+    A type checker sees a `str`; typed code that needs the `dict` calls `to_dict()`.
+
+    Args:
+        text: The JSON text the model sent; empty means no arguments.
+        tool: The tool called, named in error messages.
+
+    Raises:
+        ToolParameterError: On a dict read, when the text is not a JSON object (the
+            message says what is wrong without repeating the text).
+    """
+
+    tool: str | None  # in __dict__, as for ToolErrorInfo
+    _object: dict[str, Any] | None
+
+    def __new__(cls, text: str = "", tool: str | None = None) -> ToolArguments:
+        self = super().__new__(cls, text)
+        self.tool = tool
+        self._object = None
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The arguments parsed into a new `dict` (the runner's reading, without its schema
+        checks): empty text is `{}`, and an object encoded twice as a JSON string is read
+        through, as the runner repairs it."""
+        text = str.__str__(self)  # orjson reads exact `str`s only
+        if not text or text.isspace():
+            return {}
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            raise ToolParameterError(
+                f"The arguments{self._for_tool()} are not valid JSON ({exc.msg} at line "
+                f"{exc.lineno} column {exc.colno}). Send them as one JSON object."
+            ) from None
+        if isinstance(value, str):
+            with contextlib.suppress(orjson.JSONDecodeError):
+                value = orjson.loads(value)
+        if type(value) is not dict:
+            raise ToolParameterError(
+                f"The arguments{self._for_tool()} must be a JSON object, not {_json_kind(value)}."
+            )
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The argument `key`, or `default` when the model did not send it."""
+        return self._read().get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        return self._read().keys()
+
+    def values(self) -> ValuesView[Any]:
+        return self._read().values()
+
+    def items(self) -> ItemsView[str, Any]:
+        return self._read().items()
+
+    @overload
+    def __getitem__(self, key: SupportsIndex | slice) -> str: ...
+    @overload
+    def __getitem__(self, key: str) -> Any: ...
+    def __getitem__(self, key: SupportsIndex | slice | str) -> Any:
+        if isinstance(key, str):
+            return self._read()[key]
+        return str.__getitem__(self, key)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            try:
+                return self._read() == other
+            except ToolParameterError:
+                return False
+        return str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        # str's own __ne__ would not consult __eq__ for a mapping.
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = str.__hash__  # equal texts hash alike; a dict is never hashed
+
+    def __reduce__(self) -> tuple[type[ToolArguments], tuple[str, str | None]]:
+        return ToolArguments, (str.__str__(self), self.tool)
+
+    def _read(self) -> dict[str, Any]:
+        if self._object is None:
+            self._object = self.to_dict()
+        return self._object
+
+    def _for_tool(self) -> str:
+        return f" for tool {self.tool!r}" if self.tool else ""
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "null" if value is None else "a number"
 
 
 class ToolErrorInfo(str):

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from toolwire.tools.call import ErrorCode, ToolErrorInfo, ToolResult
+from toolwire.tools.call import ErrorCode, ToolArguments, ToolErrorInfo, ToolResult
 from toolwire.tools.context import ToolContext
 from toolwire.tools.decorator import FunctionTool, tool
 from toolwire.tools.errors import (
@@ -28,7 +29,8 @@ from toolwire.tools.toolbox import to_jsonable
 
 __all__ = ["MockCall", "MockToolProvider", "MockTools"]
 
-_ANY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
+# Open, so the runner passes whatever the test sends instead of refusing undeclared names.
+_ANY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": True}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,6 +144,11 @@ class MockTools:
             else:
                 check = not isinstance(value, FunctionTool)  # @tool functions check their own
                 self._entries[name] = _Entry(tool=value, run=value.invoke, check=check)
+        elif isinstance(value, BaseException) or _is_exception_class(value):
+            # The seed's habit: an exception as the canned result fails the call with its
+            # message (not "returned a value that is not JSON-serialisable").
+            definition = Tool(name=name, description=f"Mock tool {name}.", input_schema=_ANY_OBJECT)
+            self._entries[name] = _canned_entry(definition, value)
         elif callable(value):
             self._entries[name] = _callable_entry(name, value)
         else:
@@ -222,6 +229,9 @@ class MockTools:
         """
         if ctx is None:
             ctx = ToolContext()
+        if isinstance(arguments, ToolArguments):
+            # Seed 002's loop hands a model's call straight over: record and check a dict.
+            arguments = arguments.to_dict()
         entry = self._entries.get(name)
         if entry is None:
             raise ToolNotFoundError.unknown(name, list(self._entries))
@@ -333,9 +343,14 @@ _NOT_MOCKED: Final = object()
 
 
 def _canned_entry(definition: Tool, value: Any) -> _Entry:
-    """A declared `Tool` answering with a canned value (or failing with a canned exception)."""
+    """A declared `Tool` answering with a canned value (or failing with a canned exception).
+
+    A tool that declares no parameters takes any, as the seed's mock does, so a test can
+    pass what it likes and read it back from `call_history`; one that declares a schema
+    is held to it.
+    """
     name = definition.name
-    if isinstance(value, type) and issubclass(value, BaseException):
+    if _is_exception_class(value):
         value = value()
     failure = value if isinstance(value, BaseException) else None
 
@@ -347,7 +362,22 @@ def _canned_entry(definition: Tool, value: Any) -> _Entry:
             )
         return value
 
+    if _declares_nothing(definition.input_schema):
+        open_schema = {**definition.input_schema, "additionalProperties": True}
+        # Listed open too: the runner validates against what the provider lists.
+        definition = dataclasses.replace(definition, input_schema=open_schema)
+        return _Entry(tool=definition, run=run, failure=failure)
     return _Entry(tool=definition, run=run, failure=failure, check=True)
+
+
+def _declares_nothing(schema: Mapping[str, Any]) -> bool:
+    """No parameters and no word on undeclared ones (`parameters={}` or left out)."""
+    declared = ("properties", "required", "patternProperties")
+    return not any(schema.get(k) for k in declared) and "additionalProperties" not in schema
+
+
+def _is_exception_class(value: object) -> bool:
+    return isinstance(value, type) and issubclass(value, BaseException)
 
 
 def _check_arguments(entry: _Entry, arguments: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from typing import Any, TypeAlias
 
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from toolwire.tools.call import ToolResult
+from toolwire.tools.call import ToolArguments, ToolResult
 from toolwire.tools.context import ToolContext
 from toolwire.tools.decorator import FunctionTool, tool
 from toolwire.tools.errors import ToolDefinitionError, ToolExecutionError, ToolNotFoundError
@@ -190,6 +190,9 @@ class Toolbox:
         """
         if ctx is None:
             ctx = ToolContext()
+        if isinstance(arguments, ToolArguments):
+            # Seed 002's loop hands a model's call straight over: read the text as a dict.
+            arguments = arguments.to_dict()
         local = self._local.get(name)
         if local is not None:
             started = time.perf_counter()

@@ -8,9 +8,9 @@
     </function>
     </tool_call>
 
-Values are raw text: exactly one newline on each side is markup, strings are written
-verbatim (no escaping), other values as JSON (or Python literals in some templates), so
-the tool's schema decides their type.
+Values are raw text: one newline on each side is markup (and an indented block's layout,
+see `_without_layout`), strings are written verbatim (no escaping), other values as JSON
+(or Python literals in some templates), so the tool's schema decides their type.
 
 Because values are unescaped, a value may hold the format's own markup (a model writing a
 parser's test fixture or a chat template to a file), so a value ends only where the
@@ -56,6 +56,7 @@ _NAME_FORBID = "<\n"
 # Not in a real function name: an unrendered template (`<function={{ tc.name }}>`) or prose.
 _BAD_FUNCTION_NAME = re.compile(r"[\s{}<>\"']")
 _WS = " \t\r\n"
+_INDENT = " \t"
 # What follows a `</tool_call>` that ends a call, and a `</function>` that ends one.
 _NEXT_CALL = (TOOL_OPEN, *_TURN_END)
 _AFTER_FUNC_CLOSE = (TOOL_CLOSE, FUNC_OPEN, *_NEXT_CALL)
@@ -294,14 +295,9 @@ class QwenXmlParser(CursorParser):
         self._state = self._params
 
     def _end_value(self, *, trailing_newline: bool) -> None:
-        value = "".join(self._parts)
+        value = _without_layout("".join(self._parts), closer_line=trailing_newline)
         self._parts.clear()
         self._cand = None
-        # One newline on each side is markup (`<parameter=k>\nVALUE\n</parameter>`).
-        if value.startswith("\n"):
-            value = value[1:]
-        if trailing_newline and value.endswith("\n"):
-            value = value[:-1]
         self._args[self._key] = self._schemas.coerce(self._name, self._key, value, python=True)
 
     def _after_function(self) -> bool:
@@ -331,6 +327,49 @@ class QwenXmlParser(CursorParser):
             self._reread()
         else:
             super()._at_eof()
+
+
+def _without_layout(raw: str, *, closer_line: bool) -> str:
+    """A value without the layout its markup put around it.
+
+    The template writes `<parameter=k>\nVALUE\n</parameter>`: the newline after the opening
+    tag is markup, and so is the line the closing markup starts (`closer_line`: a newline
+    and, when the model indents its block, that line's indentation). An indented closing
+    line shows an indented block, so indentation common to the value's lines is layout
+    too: `<parameter=city>\n      Dallas\n    </parameter>` is `Dallas` (llama.cpp and
+    SGLang read it so). Everything else is the value's own: indentation in a block that is
+    not indented, whitespace on the opener's line, a file's last newline.
+    """
+    indented = False
+    if closer_line:
+        cut = raw.rfind("\n")
+        if cut >= 0 and not raw[cut + 1 :].strip(_INDENT):
+            indented = cut + 1 < len(raw)
+            raw = raw[:cut]
+    if not raw.startswith("\n"):
+        return raw
+    raw = raw[1:]
+    return _dedent(raw) if indented else raw
+
+
+def _dedent(text: str) -> str:
+    """`text` without the indentation common to its lines that hold more than whitespace.
+
+    Lines of whitespace only lose up to that much (all of it when no line holds more).
+    """
+    lines = text.split("\n")
+    filled = [line for line in lines if line.strip(_INDENT)]
+    if not filled:
+        return "\n" * (len(lines) - 1)
+    first = filled[0]
+    margin = first[: len(first) - len(first.lstrip(_INDENT))]
+    for line in filled[1:]:
+        while not line.startswith(margin):
+            margin = margin[:-1]
+    if not margin:
+        return text
+    n = len(margin)
+    return "\n".join(line[n:] if line.startswith(margin) else "" for line in lines)
 
 
 def make_parser(name: str, tools: ToolSpecs, prompt_suffix: str) -> StreamParser:
