@@ -6,7 +6,8 @@ Run: `python benchmarks/bench_approvals.py [--rounds 200] [--redis redis://127.0
 
 1. Round trip: `POST /v1/chat/completions` (a destructive server tool pauses the run) →
    `POST /v1/approvals/{id}` → `POST /v1/runs/{id}/resume` → the answer. Median and p95
-   in ms for `memory`, `sqlite` (a file in a temporary directory) and `redis`, each
+   in ms for `memory`, `sqlite` (a file in a temporary directory), `redis` and `postgres`
+   (a schema of its own), each
    through a real uvicorn socket with the offline model (no upstream network).
 2. Requests without server tools: median ms per chat request of a gateway whose store is
    `memory` against one whose store is an unreachable Redis — side by side, alternating
@@ -132,19 +133,35 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--redis", default="redis://127.0.0.1:6379/15")
+    parser.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         tools = Path(tmp) / "bench_approval_tools.py"
         tools.write_text(TOOLS)
         prefix = f"tw-bench-{uuid.uuid4().hex[:8]}:"
+        schema = f"tw_bench_{uuid.uuid4().hex[:8]}"
         stores: dict[str, Any] = {
             "memory": "memory",
             "sqlite": f"sqlite:///{Path(tmp) / 'state.db'}",
             "redis": f"{args.redis}?prefix={prefix}&allow_volatile=true",
+            "postgres": f"{args.postgres}?schema={schema}",
         }
         bench_round_trips(stores, tools, args.rounds)
         _clean_redis(args.redis, prefix)
+        _drop_schema(args.postgres, schema)
     bench_no_server_tools(args.rounds)
+
+
+def _drop_schema(url: str, schema: str) -> None:
+    try:
+        import psycopg
+    except ModuleNotFoundError:
+        return
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=2) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    except psycopg.Error:
+        pass
 
 
 def _clean_redis(url: str, prefix: str) -> None:
