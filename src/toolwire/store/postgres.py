@@ -36,6 +36,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
+from toolwire.store._sql import approval_filters, audit_filters, marks, run_filters
 from toolwire.store.base import (
     APPROVAL_DECISION_FIELDS,
     ApprovalRecord,
@@ -52,6 +53,9 @@ from toolwire.store.base import (
 )
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "PostgresStore"]
+
+_MARK = "%s"
+"""This driver's parameter mark."""
 
 logger = logging.getLogger("toolwire.store")
 
@@ -448,10 +452,9 @@ class PostgresStore:
     async def list_runs(
         self, *, status: RunStatus | None = None, owner: str | None = None, limit: int = 100
     ) -> list[RunRecord]:
-        clauses, params = _equal({"status": status, "owner": owner})
+        where, params = run_filters(_MARK, status=status, owner=owner)
         rows = await self._fetch(
-            f"SELECT {_RUN_SELECT} FROM runs {_where(clauses)} "
-            "ORDER BY created_at DESC, id DESC LIMIT %s",
+            f"SELECT {_RUN_SELECT} FROM runs {where} ORDER BY created_at DESC, id DESC LIMIT %s",
             [*params, max(limit, 0)],
         )
         return [_run(row) for row in rows]
@@ -481,24 +484,11 @@ class PostgresStore:
         limit: int = 100,
         before: tuple[float, str] | None = None,
     ) -> list[ApprovalRecord]:
-        clauses, params = _equal({"requested_by": requested_by, "run_id": run_id})
-        if before is not None:  # the next page, newest first: what sorts after the cursor
-            clauses.append("(created_at, id) < (%s, %s)")
-            params += [float(before[0]), before[1]]
-        # The same rule as `ApprovalRecord.effective_status`.
-        if status in ("pending", "approved"):
-            clauses.append("status = %s AND expires_at > %s")
-            params += [status, now]
-        elif status == "expired":
-            clauses.append(
-                "(status = 'expired' OR (status IN ('pending', 'approved') AND expires_at <= %s))"
-            )
-            params.append(now)
-        elif status is not None:
-            clauses.append("status = %s")
-            params.append(status)
+        where, params = approval_filters(
+            _MARK, status=status, requested_by=requested_by, run_id=run_id, now=now, before=before
+        )
         rows = await self._fetch(
-            f"SELECT {_APPROVAL_SELECT} FROM approvals {_where(clauses)} "
+            f"SELECT {_APPROVAL_SELECT} FROM approvals {where} "
             "ORDER BY created_at DESC, id DESC LIMIT %s",
             [*params, max(limit, 0)],
         )
@@ -533,24 +523,9 @@ class PostgresStore:
         return int(rows[0][0])
 
     async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
-        clauses, params = _equal(
-            {
-                "tool": query.tool,
-                "key_name": query.key_name,
-                "outcome": query.outcome,
-                "run_id": query.run_id,
-            }
-        )
-        clauses.append("id > %s")
-        params.append(query.after_id)
-        if query.since is not None:
-            clauses.append("time >= %s")
-            params.append(query.since)
-        if query.until is not None:
-            clauses.append("time < %s")
-            params.append(query.until)
+        where, params = audit_filters(_MARK, query)
         rows = await self._fetch(
-            f"SELECT {_AUDIT_SELECT} FROM audit {_where(clauses)} ORDER BY id LIMIT %s",
+            f"SELECT {_AUDIT_SELECT} FROM audit {where} ORDER BY id LIMIT %s",
             [*params, max(query.limit, 0)],
         )
         return [_audit(row) for row in rows]
@@ -704,20 +679,6 @@ def _line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def _marks(n: int) -> str:
-    return ", ".join(["%s"] * n)
-
-
-def _equal(filters: dict[str, Any]) -> tuple[list[str], list[Any]]:
-    """`column = %s` clauses for the filters that are set, and their parameters."""
-    used = {column: value for column, value in filters.items() if value is not None}
-    return [f"{c} = %s" for c in used], list(used.values())
-
-
-def _where(clauses: list[str]) -> str:
-    return f"WHERE {' AND '.join(clauses)}" if clauses else ""
-
-
 def _dumps(value: Any) -> str | None:
     return None if value is None else orjson.dumps(value).decode()
 
@@ -742,3 +703,7 @@ def _audit(row: TupleRow) -> AuditRecord:
     if fields["arguments"] is not None:
         fields["arguments"] = orjson.loads(fields["arguments"])
     return AuditRecord(**fields)
+
+
+def _marks(n: int) -> str:
+    return marks(_MARK, n)

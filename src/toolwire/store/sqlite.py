@@ -32,6 +32,7 @@ from typing import Any
 import aiosqlite
 import orjson
 
+from toolwire.store._sql import approval_filters, audit_filters, marks, run_filters
 from toolwire.store.base import (
     APPROVAL_DECISION_FIELDS,
     ApprovalRecord,
@@ -47,6 +48,9 @@ from toolwire.store.base import (
 )
 
 __all__ = ["MIGRATIONS", "SqliteStore"]
+
+_MARK = "?"
+"""This driver's parameter mark."""
 
 MIGRATIONS: list[tuple[str, ...]] = [
     # 1: runs, approvals, the audit log, the result cache and memory.
@@ -457,9 +461,9 @@ class SqliteStore:
     async def list_runs(
         self, *, status: RunStatus | None = None, owner: str | None = None, limit: int = 100
     ) -> list[RunRecord]:
-        clauses, params = _equal({"status": status, "owner": owner})
+        where, params = run_filters(_MARK, status=status, owner=owner)
         rows = await self._fetch(
-            f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs {_where(clauses)} "
+            f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs {where} "
             "ORDER BY created_at DESC, id DESC LIMIT ?",
             [*params, max(limit, 0)],
         )
@@ -492,24 +496,11 @@ class SqliteStore:
         limit: int = 100,
         before: tuple[float, str] | None = None,
     ) -> list[ApprovalRecord]:
-        clauses, params = _equal({"requested_by": requested_by, "run_id": run_id})
-        if before is not None:  # the next page, newest first: what sorts after the cursor
-            clauses.append("(created_at, id) < (?, ?)")
-            params += [float(before[0]), before[1]]
-        # The same rule as `ApprovalRecord.effective_status`.
-        if status in ("pending", "approved"):
-            clauses.append("status = ? AND expires_at > ?")
-            params += [status, now]
-        elif status == "expired":
-            clauses.append(
-                "(status = 'expired' OR (status IN ('pending', 'approved') AND expires_at <= ?))"
-            )
-            params.append(now)
-        elif status is not None:
-            clauses.append("status = ?")
-            params.append(status)
+        where, params = approval_filters(
+            _MARK, status=status, requested_by=requested_by, run_id=run_id, now=now, before=before
+        )
         rows = await self._fetch(
-            f"SELECT {', '.join(_APPROVAL_COLUMNS)} FROM approvals {_where(clauses)} "
+            f"SELECT {', '.join(_APPROVAL_COLUMNS)} FROM approvals {where} "
             "ORDER BY created_at DESC, id DESC LIMIT ?",
             [*params, max(limit, 0)],
         )
@@ -545,25 +536,9 @@ class SqliteStore:
         return int(row[0])
 
     async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
-        clauses, params = _equal(
-            {
-                "tool": query.tool,
-                "key_name": query.key_name,
-                "outcome": query.outcome,
-                "run_id": query.run_id,
-            }
-        )
-        clauses.append("id > ?")
-        params.append(query.after_id)
-        if query.since is not None:
-            clauses.append("time >= ?")
-            params.append(query.since)
-        if query.until is not None:
-            clauses.append("time < ?")
-            params.append(query.until)
+        where, params = audit_filters(_MARK, query)
         rows = await self._fetch(
-            f"SELECT id, {', '.join(_AUDIT_COLUMNS)} FROM audit {_where(clauses)} "
-            "ORDER BY id LIMIT ?",
+            f"SELECT id, {', '.join(_AUDIT_COLUMNS)} FROM audit {where} ORDER BY id LIMIT ?",
             [*params, max(query.limit, 0)],
         )
         return [_audit(row) for row in rows]
@@ -739,20 +714,6 @@ def _retrieve(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
-def _marks(n: int) -> str:
-    return ", ".join("?" * n)
-
-
-def _equal(filters: dict[str, Any]) -> tuple[list[str], list[Any]]:
-    """`column = ?` clauses for the filters that are set, and their parameters."""
-    used = {column: value for column, value in filters.items() if value is not None}
-    return [f"{c} = ?" for c in used], list(used.values())
-
-
-def _where(clauses: list[str]) -> str:
-    return f"WHERE {' AND '.join(clauses)}" if clauses else ""
-
-
 def _dumps(value: Any) -> str | None:
     return None if value is None else orjson.dumps(value).decode()
 
@@ -776,3 +737,7 @@ def _audit(row: sqlite3.Row) -> AuditRecord:
     if fields["arguments"] is not None:
         fields["arguments"] = orjson.loads(fields["arguments"])
     return AuditRecord(**fields)
+
+
+def _marks(n: int) -> str:
+    return marks(_MARK, n)
