@@ -13,11 +13,11 @@ import orjson
 import pytest
 from faulty_store import FaultyStore
 
-from toolwire.agent import Agent, RunConflict, RunState
+from toolwire.agent import Agent, RunConflict, RunResult, RunState
 from toolwire.agent import journal as journal_module
 from toolwire.models import AssistantMessage, ScriptedModel
 from toolwire.runner import ToolRunner
-from toolwire.store import AuditQuery, Store, StoreError, arguments_hash, canonical_json
+from toolwire.store import AuditQuery, RunRecord, Store, StoreError, arguments_hash, canonical_json
 from toolwire.tools import Tool, Toolbox, ToolCall, ToolContext, tool
 
 StoreFactory = Callable[[], Store]
@@ -123,11 +123,10 @@ async def test_a_refused_resume_starts_no_task(any_store: Store) -> None:
     assert asyncio.all_tasks() - before == set()
 
 
-async def test_a_lease_renewal_never_writes_over_another_claim(
-    any_store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(journal_module, "LEASE_SECONDS", 0.3)  # renewals every 0.1 s
-    release = asyncio.Event()
+async def _running_write(
+    store: Store, release: asyncio.Event
+) -> tuple[asyncio.Task[RunResult], RunRecord]:
+    """A run whose write tool waits for `release`, and its record once stored `running`."""
 
     @tool(effects="write")
     async def slow_write(text: str) -> str:
@@ -135,36 +134,31 @@ async def test_a_lease_renewal_never_writes_over_another_claim(
         await release.wait()
         return "written"
 
-    model = ScriptedModel(
-        [
-            AssistantMessage(
-                content="",
-                tool_calls=(ToolCall(id="c1", name="slow_write", arguments='{"text": "x"}'),),
-            ),
-            "ok",
-        ]
-    )
-    agent = Agent(model, [slow_write], store=any_store)
-    task = asyncio.create_task(agent.run("write"))
-    run_id = None
+    call = ToolCall(id="c1", name="slow_write", arguments='{"text": "x"}')
+    model = ScriptedModel([AssistantMessage(content="", tool_calls=(call,)), "ok"])
+    task = asyncio.create_task(Agent(model, [slow_write], store=store).run("write"))
     for _ in range(200):
         await asyncio.sleep(0.01)
-        runs = await any_store.list_runs(status="running")
-        if runs:
-            run_id = runs[0].id
-            break
-    assert run_id is not None
-    record = await any_store.get_run(run_id)
-    assert record is not None
+        if runs := await store.list_runs(status="running"):
+            return task, runs[0]
+    raise AssertionError("the run was never stored as running")
+
+
+async def test_a_lease_renewal_never_writes_over_another_claim(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal_module, "LEASE_SECONDS", 0.3)  # renewals every 0.1 s
+    release = asyncio.Event()
+    task, record = await _running_write(any_store, release)
     # Another claim takes the run (as after this process's lease ran out).
     theirs = replace(record, holder="elsewhere:1:2:3", state={"theirs": True}, lease_until=123.0)
-    assert await any_store.transition_run(run_id, expect=("running",), run=theirs)
+    assert await any_store.transition_run(record.id, expect=("running",), run=theirs)
     await asyncio.sleep(0.35)  # three renewal periods
     release.set()
     result = await task
     assert result.status == "completed"  # the answer stands; its record is dropped, logged
     await asyncio.sleep(0.2)
-    stored = await any_store.get_run(run_id)
+    stored = await any_store.get_run(record.id)
     assert stored is not None
     assert (stored.holder, stored.state, stored.lease_until) == (
         "elsewhere:1:2:3",
@@ -178,38 +172,16 @@ async def test_renewal_extends_the_lease_of_the_claim_that_holds_the_run(
 ) -> None:
     monkeypatch.setattr(journal_module, "LEASE_SECONDS", 0.3)
     release = asyncio.Event()
-
-    @tool(effects="write")
-    async def slow_write(text: str) -> str:
-        """Write slowly."""
-        await release.wait()
-        return "written"
-
-    model = ScriptedModel(
-        [
-            AssistantMessage(
-                content="",
-                tool_calls=(ToolCall(id="c1", name="slow_write", arguments='{"text": "x"}'),),
-            ),
-            "ok",
-        ]
-    )
-    agent = Agent(model, [slow_write], store=any_store)
-    task = asyncio.create_task(agent.run("write"))
-    for _ in range(200):
-        await asyncio.sleep(0.01)
-        if runs := await any_store.list_runs(status="running"):
-            break
-    first = runs[0].lease_until
+    task, first = await _running_write(any_store, release)
     await asyncio.sleep(0.45)
-    later = await any_store.get_run(runs[0].id)
+    later = await any_store.get_run(first.id)
     assert later is not None
     assert later.status == "running"
     assert later.lease_until is not None
-    assert first is not None
-    assert later.lease_until > first
-    assert later.state == runs[0].state
-    assert later.version == runs[0].version
+    assert first.lease_until is not None
+    assert later.lease_until > first.lease_until
+    assert later.state == first.state
+    assert later.version == first.version
     release.set()
     assert (await task).status == "completed"
 
