@@ -89,7 +89,34 @@ def approval_body(gateway: Gateway, record: ApprovalRecord, now: float) -> dict[
         "decided_at": record.decided_at,
         "decision_reason": record.decision_reason,
         "used_at": record.used_at,
+        # Filled in by `_with_asked` for callers who may see the run's conversation.
+        "last_user_message": None,
     }
+
+
+async def _with_asked(
+    gateway: Gateway, caller: Caller, records: list[ApprovalRecord], bodies: list[dict[str, Any]]
+) -> None:
+    """Add the run's last user message (what was asked) to each approval body, for callers
+    who may see the run: its owner and admin keys (the rule in `approvals`). Other
+    approvers see the approval only, as docs/runs.md says."""
+    asked: dict[str, str | None] = {}
+    for record, body in zip(records, bodies, strict=True):
+        if not (caller.admin or record.requested_by == caller.name):
+            continue  # not the run's owner: the run is not read at all
+        if record.run_id not in asked:
+            run = await gateway.store.get_run(record.run_id)
+            seen = run is not None and may_see_run(caller, run.owner)
+            asked[record.run_id] = _last_user_message(run) if seen and run else None
+        body["last_user_message"] = asked[record.run_id]
+
+
+def _last_user_message(run: RunRecord) -> str | None:
+    for message in reversed(run.state.get("messages", [])):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            return content[:1000] if isinstance(content, str) else None
+    return None
 
 
 async def _store(request: Request) -> tuple[Gateway, Caller]:
@@ -145,9 +172,10 @@ async def _list_approvals(request: Request) -> Response:
             named=any(t.approver == caller.name for t in gateway.server_tool_list),
             before=before,
         )
+        data = [approval_body(gateway, r, now) for r in records]
+        await _with_asked(gateway, caller, records, data)
     except StoreError as exc:
         raise store_error(exc) from None
-    data = [approval_body(gateway, r, now) for r in records]
     return json_response(
         {
             "object": "list",
@@ -167,7 +195,12 @@ async def _get_approval(request: Request) -> Response:
         raise store_error(exc) from None
     if record is None or not may_see(caller, record):
         raise _not_found("Approval", ident)
-    return json_response(approval_body(gateway, record, time.time()))
+    body = approval_body(gateway, record, time.time())
+    try:
+        await _with_asked(gateway, caller, [record], [body])
+    except StoreError as exc:
+        raise store_error(exc) from None
+    return json_response(body)
 
 
 class DecisionRequest(BaseModel):
