@@ -73,7 +73,7 @@ async function signIn() {
     return;
   }
   const rights = session.open ? "open gateway: no keys" :
-    `${session.key}${session.admin ? " (admin)" : ""}, approve: ${session.approve}`;
+    session.admin ? `${session.key} (admin)` : `${session.key}, approve: ${session.approve}`;
   $("who").textContent = `Signed in: ${rights}`;
   $("signout").hidden = !key();
   $("views").hidden = false;
@@ -175,6 +175,8 @@ function buildItem(a) {
   node.append(form);
   node.append(el("p", "decision"));
   node.querySelector(".decision").setAttribute("role", "status");
+  node.append(el("p", "note error-line"));
+  node.querySelector(".note").setAttribute("role", "alert");
   return node;
 }
 
@@ -202,7 +204,7 @@ function updateItem(node, a) {
       denied: `Denied${by}${why}.`,
       expired: "Expired before anyone decided: the model must call the tool again.",
     }[a.status] || a.status;
-    if (!node.dataset.note) decision.textContent = text;
+    decision.textContent = text;
   }
 }
 
@@ -211,19 +213,17 @@ async function decide(node, decision) {
   const reason = node.querySelector("textarea").value.trim();
   const buttons = node.querySelectorAll(".decide button");
   for (const b of buttons) b.disabled = true;
-  const status = node.querySelector(".decision");
   try {
     const decided = await api(`/v1/approvals/${encodeURIComponent(id)}`, {
       method: "POST",
       body: JSON.stringify({ decision, ...(reason ? { reason } : {}) }),
     });
-    delete node.dataset.note;
+    node.querySelector(".note").textContent = "";
     updateItem(node, decided);
   } catch (err) {
     // 409: someone else decided first (or it expired); the poll shows who.
-    node.dataset.note = "1";
-    status.textContent = err.status === 409 ? `Not decided: ${err.message}` : `Error: ${err.message}`;
-    status.classList.add("error-line");
+    node.querySelector(".note").textContent =
+      err.status === 409 ? `Not decided: ${err.message}` : `Error: ${err.message}`;
     try { updateItem(node, await api(`/v1/approvals/${encodeURIComponent(id)}`)); } catch { /* gone */ }
   } finally {
     for (const b of buttons) b.disabled = false;
@@ -318,7 +318,7 @@ async function showRun(id) {
       note.textContent = "Resuming…";
       try {
         await api(`/v1/runs/${encodeURIComponent(id)}/resume`, { method: "POST", body: "{}" });
-        await showRun(id);
+        await showRuns(id);
       } catch (err) {
         note.textContent = `Not resumed: ${err.message}`;
         resume.disabled = false;
