@@ -7,7 +7,7 @@ rights at all. A destructive call asked for by `dev`
 reaches ops' inbox within 2 s, is approved there with a reason, the run resumes from
 the Runs view, and the Audit view shows who approved. The viewer sees nothing and cannot
 decide by crafting the requests the page would make. Each view is screenshotted into
-docs/ (the README shows the inbox).
+test-artifacts/console/, copied to docs/console/ (the README shows the inbox).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import httpx
 import pytest
+from chat_support import native_upstream
 from live import LiveServer
 from served import ServeProcess
 from server_support import config_with
@@ -34,7 +35,8 @@ DEV: Final = "tw-console-dev"
 OPS: Final = "tw-console-ops"
 VIEWER: Final = "tw-console-viewer"
 ONCALL: Final = "tw-console-oncall"
-DOCS: Final = Path(__file__).parents[2] / "docs" / "console"
+SHOTS: Final = Path(__file__).parents[2] / "test-artifacts" / "console"
+"""Where each view's screenshot goes; docs/console/ holds copies (see docs/console.md)."""
 
 
 def _digest(key: str) -> str:
@@ -190,8 +192,8 @@ def test_approve_in_the_inbox_resume_the_run_and_see_it_in_the_audit(
             assert "Asked: Delete the application demo-app." in text
             assert "demo-app" in item.locator(".args").inner_text()
             assert "expires in" in text
-            DOCS.mkdir(exist_ok=True)
-            page.screenshot(path=str(DOCS / "inbox.png"), full_page=True)
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS / "inbox.png"), full_page=True)
 
             item.get_by_label("Reason").fill("Demo app is retired, ticket OPS-42")
             item.get_by_role("button", name="Approve").click()
@@ -216,7 +218,7 @@ def test_approve_in_the_inbox_resume_the_run_and_see_it_in_the_audit(
             call = timeline.locator("li.step.ok", has_text="Tool call: delete_application")
             assert " ms" in call.inner_text()
             assert "Approved by ops" in call.inner_text()
-            page.screenshot(path=str(DOCS / "runs.png"), full_page=True)
+            page.screenshot(path=str(SHOTS / "runs.png"), full_page=True)
 
             page.get_by_role("link", name="Audit").click()
             page.get_by_label("Tool").fill("delete_application")
@@ -233,12 +235,12 @@ def test_approve_in_the_inbox_resume_the_run_and_see_it_in_the_audit(
             records = [json.loads(line) for line in lines]
             assert {r["tool"] for r in records} == {"delete_application"}
             assert any(r["approved_by"] == "ops" for r in records)
-            page.screenshot(path=str(DOCS / "audit.png"), full_page=True)
+            page.screenshot(path=str(SHOTS / "audit.png"), full_page=True)
 
             page.get_by_role("link", name="Upstreams").click()
             page.locator(".upstream .badge.ok").first.wait_for(timeout=5000)
             assert "toolwire-offline" in page.locator("#upstream-list").inner_text()
-            page.screenshot(path=str(DOCS / "upstreams.png"), full_page=True)
+            page.screenshot(path=str(SHOTS / "upstreams.png"), full_page=True)
 
             # Phone width: nothing runs off the side.
             page.set_viewport_size({"width": 375, "height": 800})
@@ -248,7 +250,7 @@ def test_approve_in_the_inbox_resume_the_run_and_see_it_in_the_audit(
                 "document.documentElement.scrollWidth > document.documentElement.clientWidth"
             )
             assert not overflow
-            page.screenshot(path=str(DOCS / "inbox-phone.png"), full_page=True)
+            page.screenshot(path=str(SHOTS / "inbox-phone.png"), full_page=True)
             assert errors == []
         finally:
             browser.close()
@@ -307,3 +309,36 @@ def test_an_open_gateway_needs_no_key() -> None:
                 assert page.get_by_role("link", name=view).is_visible()
         finally:
             browser.close()
+
+
+def test_the_upstreams_view_reads_the_metrics_figures() -> None:
+    # An unreachable upstream: the failure is counted by kind, as on /metrics.
+    upstream = {**native_upstream("http://127.0.0.1:9/v1"), "retries": 0}
+    keys = [{"name": "ops", "sha256": _digest(OPS), "admin": True}]
+    ask = [{"role": "user", "content": "hi"}]
+    ops = {"authorization": f"Bearer {OPS}"}
+    config = config_with(upstream=upstream, keys=keys, store="memory")
+    with (
+        LiveServer(create_app(config)) as live,
+        httpx.Client(base_url=live.url, timeout=10, headers=ops) as http,
+    ):
+        failed = http.post("/v1/chat/completions", json={"model": "gpt", "messages": ask})
+        assert failed.status_code == 502
+        first = http.get("/v1/upstreams").json()
+        again = http.get("/v1/upstreams").json()
+        assert http.get("/v1/upstreams", headers={"authorization": "Bearer x"}).status_code == 401
+    (only,) = first["data"]
+    assert only["kind"] == "openai"
+    assert only["host"] == "127.0.0.1:9"  # the host only, never the whole base URL
+    assert only["health"] == "unreachable"
+    (deployment,) = only["deployments"]
+    assert deployment["model"] == "gpt"
+    assert deployment["failures"] == {"unreachable": 1.0}
+    assert deployment["health"] == "unreachable"
+    # The first look counts since the start; the next one since the first look.
+    assert first["recent_since"] is None
+    assert deployment["recent_failures"] == 1.0
+    assert again["recent_since"] is not None
+    assert again["data"][0]["deployments"][0]["recent_failures"] == 0.0
+    assert deployment["in_flight"] is None  # per deployment once routing counts it
+    assert deployment["cooldown_until"] is None

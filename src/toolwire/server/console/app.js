@@ -418,7 +418,7 @@ async function pollUpstreams() {
   try {
     const body = await api("/v1/upstreams");
     const inflight = body.in_flight === null ? "—" : Math.max(0, body.in_flight - 1); // minus this request
-    $("upstreams-state").textContent = `${inflight} requests in flight on the gateway · failures over the last ${Math.round(body.window_seconds / 60)} min · updated ${new Date().toLocaleTimeString()}`;
+    $("upstreams-state").textContent = `${inflight} requests in flight on the gateway · recent failures since ${body.recent_since ? new Date(body.recent_since * 1000).toLocaleTimeString() : "the start"} · updated ${new Date().toLocaleTimeString()}`;
     $("upstream-list").replaceChildren(...body.data.map((u) => {
       const box = el("article", "upstream");
       const title = el("h3", "", `${u.name} (${u.kind}${u.host ? ` at ${u.host}` : ""})`);

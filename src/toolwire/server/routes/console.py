@@ -160,18 +160,25 @@ def _latency(metrics: Metrics | None, model: str) -> dict[str, float | None]:
     return {"calls": count, "mean_seconds": total / count if count else None}
 
 
-def _recent(request: Request, totals: dict[str, float], now: float) -> dict[str, float]:
-    """Failures per model within the last `_WINDOW` seconds: Prometheus counters only
-    grow, so the console keeps the readings it took and subtracts the oldest in range."""
-    readings: deque[tuple[float, dict[str, float]]] = getattr(
-        request.app.state, "console_readings", deque()
-    )
-    request.app.state.console_readings = readings
-    readings.append((now, totals))
+def _recent(
+    request: Request, totals: dict[str, float], now: float
+) -> tuple[dict[str, float], float | None]:
+    """Failures per model since a reading about `_WINDOW` seconds old, and that reading's
+    time (`None`: since the process started). Prometheus counters only grow, so the
+    console keeps the readings it took and subtracts the oldest still in the window (or
+    the last one before it, when nobody looked for a while)."""
+    state = request.app.state
+    readings: deque[tuple[float, dict[str, float]]] = getattr(state, "console_readings", deque())
+    state.console_readings = readings
+    dropped: tuple[float, dict[str, float]] | None = getattr(state, "console_dropped", None)
     while readings and readings[0][0] < now - _WINDOW:
-        readings.popleft()
-    oldest = readings[0][1]
-    return {m: v - oldest.get(m, 0.0) for m, v in totals.items()}
+        dropped = readings.popleft()
+    state.console_dropped = dropped
+    base = readings[0] if readings else dropped
+    readings.append((now, totals))
+    if base is None:
+        return totals, None  # the first look: everything since the start is recent
+    return {m: v - base[1].get(m, 0.0) for m, v in totals.items()}, base[0]
 
 
 async def _upstreams(request: Request) -> Response:
@@ -180,7 +187,7 @@ async def _upstreams(request: Request) -> Response:
     metrics: Metrics | None = getattr(request.app.state, "metrics", None)
     now = time.time()
     failures = _failures(metrics)
-    recent = _recent(request, {m: sum(k.values()) for m, k in failures.items()}, now)
+    recent, since = _recent(request, {m: sum(k.values()) for m, k in failures.items()}, now)
     reachable = await probe_upstream(gateway)
     upstream = gateway.config.upstream
     deployments = []
@@ -205,6 +212,7 @@ async def _upstreams(request: Request) -> Response:
         {
             "object": "list",
             "window_seconds": _WINDOW,
+            "recent_since": since,
             # Gateway-wide until routing counts requests per deployment.
             "in_flight": _gauge(metrics.in_flight if metrics else None),
             "streams": _gauge(metrics.streams if metrics else None),

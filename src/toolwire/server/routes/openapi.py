@@ -149,7 +149,9 @@ _SCHEMAS: Final[dict[str, Any]] = {
         approve=_STR,
         views={"type": "array", "items": _STR},
     ),
-    "UpstreamList": _list_of("Upstream", in_flight=_OPT_NUM, window_seconds=_NUM),
+    "UpstreamList": _list_of(
+        "Upstream", in_flight=_OPT_NUM, window_seconds=_NUM, recent_since=_OPT_NUM
+    ),
     "Upstream": _obj(
         ["object", "name", "kind", "health", "deployments"],
         object={"const": "upstream"},
