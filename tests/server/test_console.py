@@ -156,6 +156,11 @@ def test_a_key_without_rights_sees_nothing_and_cannot_decide(gateway: ServeProce
             assert page.get_by_role("button", name="Approve").count() == 0
             assert page.get_by_role("link", name="Audit").is_hidden()
             assert page.get_by_role("link", name="Upstreams").is_hidden()
+            # The requester sees its own request, without buttons it could not use.
+            _sign_in(page, DEV)
+            item = page.locator("article.item.pending", has_text="delete_application")
+            item.get_by_text("Waiting for a key allowed to approve").wait_for(timeout=5000)
+            assert item.get_by_role("button", name="Approve").is_hidden()
         finally:
             browser.close()
 

@@ -10,6 +10,7 @@ const INBOX_EVERY_MS = 1000; // bounded polling: one listing a second while visi
 const UPSTREAMS_EVERY_MS = 5000;
 let session = null;
 let timer = null;
+let generation = 0; // bumped on each view change: a poll of an older one stops
 
 function key() { return sessionStorage.getItem(KEY_SLOT) || ""; }
 
@@ -60,6 +61,7 @@ function until(seconds) {
 
 async function signIn() {
   clearTimeout(timer);
+  generation += 1;
   try {
     session = await api("/v1/console/session");
   } catch (err) {
@@ -85,6 +87,7 @@ async function signIn() {
 
 function show() {
   clearTimeout(timer);
+  generation += 1;
   if (!session) return;
   const [view, arg] = (location.hash.slice(1) || "inbox").split("/");
   const name = session.views.includes(view) ? view : "inbox";
@@ -93,18 +96,19 @@ function show() {
     if (link.dataset.view === name) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
-  if (name === "inbox") pollInbox();
+  if (name === "inbox") pollInbox(generation);
   else if (name === "runs") showRuns(arg ? decodeURIComponent(arg) : null);
   else if (name === "audit") loadAudit(0);
-  else if (name === "upstreams") pollUpstreams();
+  else if (name === "upstreams") pollUpstreams(generation);
 }
 
 // --- inbox --------------------------------------------------------------------------------
 
 const items = new Map(); // approval id -> its article, kept so a typed reason survives polls
 
-async function pollInbox() {
-  if (document.hidden) { timer = setTimeout(pollInbox, INBOX_EVERY_MS); return; }
+async function pollInbox(gen) {
+  if (gen !== generation) return;
+  if (document.hidden) { timer = setTimeout(() => pollInbox(gen), INBOX_EVERY_MS); return; }
   let delay = INBOX_EVERY_MS;
   try {
     const page = await api("/v1/approvals?limit=50");
@@ -115,7 +119,7 @@ async function pollInbox() {
     $("inbox-state").textContent = `Cannot list approvals: ${err.message}`;
     delay = 5000; // back off while the gateway answers errors
   }
-  if (!$("inbox").hidden) timer = setTimeout(pollInbox, delay);
+  if (gen === generation) timer = setTimeout(() => pollInbox(gen), delay);
 }
 
 function renderInbox(approvals) {
@@ -193,9 +197,14 @@ function updateItem(node, a) {
   asked.textContent = a.last_user_message ? `Asked: ${a.last_user_message}` : "";
   asked.hidden = !a.last_user_message;
   const pending = a.status === "pending";
-  node.querySelector(".decide").hidden = !pending;
+  // The gateway's rule says who decides (`may_decide`); the page only follows it.
+  node.querySelector(".decide").hidden = !pending || a.may_decide === false;
   const decision = node.querySelector(".decision");
-  if (!pending) {
+  if (pending && a.may_decide === false) {
+    decision.textContent = `Waiting for ${a.approver || "a key allowed to approve"} to decide.`;
+  } else if (pending) {
+    decision.textContent = "";
+  } else {
     const by = a.decided_by ? ` by ${a.decided_by} ${ago(a.decided_at)}` : "";
     const why = a.decision_reason ? `: “${a.decision_reason}”` : "";
     const text = {
@@ -414,7 +423,8 @@ async function exportAudit() {
 
 // --- upstreams ------------------------------------------------------------------------------
 
-async function pollUpstreams() {
+async function pollUpstreams(gen) {
+  if (gen !== generation) return;
   try {
     const body = await api("/v1/upstreams");
     const inflight = body.in_flight === null ? "—" : Math.max(0, body.in_flight - 1); // minus this request
@@ -455,7 +465,7 @@ async function pollUpstreams() {
   } catch (err) {
     $("upstreams-state").textContent = `Cannot read upstreams: ${err.message}`;
   }
-  if (!$("upstreams").hidden) timer = setTimeout(pollUpstreams, UPSTREAMS_EVERY_MS);
+  if (gen === generation) timer = setTimeout(() => pollUpstreams(gen), UPSTREAMS_EVERY_MS);
 }
 
 // --- wiring ---------------------------------------------------------------------------------

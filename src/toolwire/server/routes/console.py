@@ -104,15 +104,17 @@ async def _list_runs(request: Request) -> Response:
     caller = authenticate(request)
     gateway = gateway_of(request)
     limit_text = request.query_params.get("limit", "50")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 200:
+    try:
+        limit = int(limit_text)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= 200:
         raise GatewayError(
-            400, f"limit must be an integer from 1 to 200, not {limit_text!r}.", param="limit"
+            400, f"limit must be an integer from 1 to 200, not {limit_text[:50]!r}.", param="limit"
         )
     try:
         store = await gateway.ready()
-        records = await store.list_runs(
-            owner=None if caller.admin else caller.name, limit=int(limit_text)
-        )
+        records = await store.list_runs(owner=None if caller.admin else caller.name, limit=limit)
     except StoreError as exc:
         raise store_error(exc) from None
     now = time.time()

@@ -124,6 +124,7 @@ _SCHEMAS: Final[dict[str, Any]] = {
         decided_by=_OPT_STR,
         decided_at=_OPT_NUM,
         last_user_message=_OPT_STR,
+        may_decide={"type": ["boolean", "null"]},
     ),
     "ApprovalList": _list_of("Approval"),
     "Run": _obj(

@@ -38,6 +38,7 @@ from toolwire.agent.result import RunResult
 from toolwire.server.approvals import (
     decide,
     list_visible,
+    may_decide,
     may_see,
     may_see_run,
     resume_audit,
@@ -89,19 +90,21 @@ def approval_body(gateway: Gateway, record: ApprovalRecord, now: float) -> dict[
         "decided_at": record.decided_at,
         "decision_reason": record.decision_reason,
         "used_at": record.used_at,
-        # Filled in by `_with_asked` for callers who may see the run's conversation.
+        # Filled in by `_for_caller` (listings and gets).
         "last_user_message": None,
+        "may_decide": None,
     }
 
 
-async def _with_asked(
+async def _for_caller(
     gateway: Gateway, caller: Caller, records: list[ApprovalRecord], bodies: list[dict[str, Any]]
 ) -> None:
-    """Add the run's last user message (what was asked) to each approval body, for callers
-    who may see the run: its owner and admin keys (the rule in `approvals`). Other
-    approvers see the approval only, as docs/runs.md says."""
+    """Add to each approval body whether the caller may decide it, and the run's last user
+    message (what was asked) for callers who may see the run: its owner and admin keys.
+    Both by the rule in `approvals`; other approvers see the approval only (docs/runs.md)."""
     asked: dict[str, str | None] = {}
     for record, body in zip(records, bodies, strict=True):
+        body["may_decide"] = may_decide(caller, record) is None
         if not (caller.admin or record.requested_by == caller.name):
             continue  # not the run's owner: the run is not read at all
         if record.run_id not in asked:
@@ -173,7 +176,7 @@ async def _list_approvals(request: Request) -> Response:
             before=before,
         )
         data = [approval_body(gateway, r, now) for r in records]
-        await _with_asked(gateway, caller, records, data)
+        await _for_caller(gateway, caller, records, data)
     except StoreError as exc:
         raise store_error(exc) from None
     return json_response(
@@ -197,7 +200,7 @@ async def _get_approval(request: Request) -> Response:
         raise _not_found("Approval", ident)
     body = approval_body(gateway, record, time.time())
     try:
-        await _with_asked(gateway, caller, [record], [body])
+        await _for_caller(gateway, caller, [record], [body])
     except StoreError as exc:
         raise store_error(exc) from None
     return json_response(body)
