@@ -201,7 +201,11 @@ def test_approve_in_the_inbox_resume_the_run_and_see_it_in_the_audit(
             page.screenshot(path=str(SHOTS / "inbox.png"), full_page=True)
 
             item.get_by_label("Reason").fill("Demo app is retired, ticket OPS-42")
-            item.get_by_role("button", name="Approve").click()
+            # By keyboard: from the Reason field, Tab reaches Approve and Enter presses it.
+            page.keyboard.press("Tab")
+            focused = page.evaluate("document.activeElement.textContent")
+            assert focused == "Approve"
+            page.keyboard.press("Enter")
             decision = item.locator(".decision")
             decision.get_by_text("Approved by ops").wait_for(timeout=5000)
             assert "OPS-42" in decision.inner_text()
