@@ -242,10 +242,12 @@ _FRONT: Final = {
     "/metrics",
     "/",
     "/playground/{name}",
+    "/console",
+    "/console/{name}",
     "/openapi.json",
 }
 """The app's routes the document leaves out: the front doors (their providers' specs),
-Prometheus, the playground and the document itself."""
+Prometheus, the playground, the console page and the document itself."""
 
 
 def test_the_document_describes_every_rest_route_and_nothing_else(gateways: Gateways) -> None:

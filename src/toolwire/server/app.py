@@ -38,6 +38,8 @@ from toolwire.server.protocols.responses import routes as responses_routes
 from toolwire.server.request_id import RequestId
 from toolwire.server.responses import json_response
 from toolwire.server.retention import keep_pruning
+from toolwire.server.routes.console import api_routes as console_api_routes
+from toolwire.server.routes.console import page_routes as console_page_routes
 from toolwire.server.routes.openapi import routes as openapi_routes
 from toolwire.server.routes.playground import routes as playground_routes
 from toolwire.server.routes.probes import routes as probe_routes
@@ -119,6 +121,8 @@ def create_app(
             *metrics_routes,
             *openapi_routes,
             *(playground_routes if gateway.config.playground else []),
+            *console_api_routes,
+            *(console_page_routes if gateway.config.playground else []),
         ],
         exception_handlers={
             GatewayError: _gateway_error,

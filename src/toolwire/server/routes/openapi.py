@@ -28,6 +28,7 @@ from starlette.routing import BaseRoute, Route
 from toolwire import __version__
 from toolwire.server.protocols.models import routes as model_routes
 from toolwire.server.responses import json_response
+from toolwire.server.routes.console import api_routes as console_routes
 from toolwire.server.routes.probes import routes as probe_routes
 from toolwire.server.routes.runs import DecisionRequest, ResumeRequest
 from toolwire.server.routes.runs import routes as run_routes
@@ -36,7 +37,13 @@ from toolwire.server.routes.tools import routes as tool_routes
 
 __all__ = ["REST_ROUTES", "openapi_document", "routes"]
 
-REST_ROUTES: Final[list[BaseRoute]] = [*probe_routes, *model_routes, *tool_routes, *run_routes]
+REST_ROUTES: Final[list[BaseRoute]] = [
+    *probe_routes,
+    *model_routes,
+    *tool_routes,
+    *run_routes,
+    *console_routes,
+]
 """The routes the document describes."""
 
 _REF = "#/components/schemas/"
@@ -116,6 +123,8 @@ _SCHEMAS: Final[dict[str, Any]] = {
         expires_at=_NUM,
         decided_by=_OPT_STR,
         decided_at=_OPT_NUM,
+        last_user_message=_OPT_STR,
+        may_decide={"type": ["boolean", "null"]},
     ),
     "ApprovalList": _list_of("Approval"),
     "Run": _obj(
@@ -127,6 +136,43 @@ _SCHEMAS: Final[dict[str, Any]] = {
         owner=_OPT_STR,
         steps={"type": "array"},
         pending_approvals={"type": "array"},
+    ),
+    "RunList": _list_of("RunSummary"),
+    "RunSummary": _obj(
+        ["object", "id", "status"], object={"const": "run"}, id=_STR, status=_STR, owner=_OPT_STR
+    ),
+    "ConsoleSession": _obj(
+        ["object", "key", "open", "admin", "views"],
+        object={"const": "console.session"},
+        key=_OPT_STR,
+        open={"type": "boolean"},
+        admin={"type": "boolean"},
+        approve=_STR,
+        views={"type": "array", "items": _STR},
+    ),
+    "UpstreamList": _list_of(
+        "Upstream", in_flight=_OPT_NUM, window_seconds=_NUM, recent_since=_OPT_NUM
+    ),
+    "Upstream": _obj(
+        ["object", "name", "kind", "health", "deployments"],
+        object={"const": "upstream"},
+        name=_STR,
+        kind=_STR,
+        host=_OPT_STR,
+        health=_STR,
+        deployments={
+            "type": "array",
+            "items": _obj(
+                ["model", "health", "failures", "recent_failures"],
+                model=_STR,
+                upstream_model=_STR,
+                health=_STR,
+                failures={"type": "object", "additionalProperties": _NUM},
+                recent_failures=_NUM,
+                in_flight=_OPT_NUM,
+                cooldown_until=_OPT_NUM,
+            ),
+        },
     ),
     "AuditRecord": _obj(
         ["object", "id", "time", "event", "tool"],
@@ -214,6 +260,26 @@ _OPERATIONS: Final[dict[tuple[str, str], dict[str, Any]]] = {
         "optional_body": True,
         "ok": "ChatCompletion",
         "stream": True,
+    },
+    ("GET", "/v1/runs"): {
+        "summary": "The caller's runs (everyone's for an admin key), newest first.",
+        "query": [
+            _query(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": 200},
+                "At most this many (default 50).",
+            )
+        ],
+        "ok": "RunList",
+    },
+    ("GET", "/v1/console/session"): {
+        "summary": "The caller's key and the console views its rights open.",
+        "ok": "ConsoleSession",
+    },
+    ("GET", "/v1/upstreams"): {
+        "summary": "Each upstream's deployments: health, failures, in-flight requests and "
+        "cooldowns, from the figures of /metrics (admin keys).",
+        "ok": "UpstreamList",
     },
     ("GET", "/v1/audit"): {
         "summary": "The audit log (admin keys), oldest first; page with `after`.",

@@ -38,6 +38,7 @@ from toolwire.agent.result import RunResult
 from toolwire.server.approvals import (
     decide,
     list_visible,
+    may_decide,
     may_see,
     may_see_run,
     resume_audit,
@@ -89,7 +90,36 @@ def approval_body(gateway: Gateway, record: ApprovalRecord, now: float) -> dict[
         "decided_at": record.decided_at,
         "decision_reason": record.decision_reason,
         "used_at": record.used_at,
+        # Filled in by `_for_caller` (listings and gets).
+        "last_user_message": None,
+        "may_decide": None,
     }
+
+
+async def _for_caller(
+    gateway: Gateway, caller: Caller, records: list[ApprovalRecord], bodies: list[dict[str, Any]]
+) -> None:
+    """Add to each approval body whether the caller may decide it, and the run's last user
+    message (what was asked) for callers who may see the run: its owner and admin keys.
+    Both by the rule in `approvals`; other approvers see the approval only (docs/runs.md)."""
+    asked: dict[str, str | None] = {}
+    for record, body in zip(records, bodies, strict=True):
+        body["may_decide"] = may_decide(caller, record) is None
+        if not (caller.admin or record.requested_by == caller.name):
+            continue  # not the run's owner: the run is not read at all
+        if record.run_id not in asked:
+            run = await gateway.store.get_run(record.run_id)
+            seen = run is not None and may_see_run(caller, run.owner)
+            asked[record.run_id] = _last_user_message(run) if seen and run else None
+        body["last_user_message"] = asked[record.run_id]
+
+
+def _last_user_message(run: RunRecord) -> str | None:
+    for message in reversed(run.state.get("messages", [])):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            return content[:1000] if isinstance(content, str) else None
+    return None
 
 
 async def _store(request: Request) -> tuple[Gateway, Caller]:
@@ -145,9 +175,10 @@ async def _list_approvals(request: Request) -> Response:
             named=any(t.approver == caller.name for t in gateway.server_tool_list),
             before=before,
         )
+        data = [approval_body(gateway, r, now) for r in records]
+        await _for_caller(gateway, caller, records, data)
     except StoreError as exc:
         raise store_error(exc) from None
-    data = [approval_body(gateway, r, now) for r in records]
     return json_response(
         {
             "object": "list",
@@ -167,7 +198,12 @@ async def _get_approval(request: Request) -> Response:
         raise store_error(exc) from None
     if record is None or not may_see(caller, record):
         raise _not_found("Approval", ident)
-    return json_response(approval_body(gateway, record, time.time()))
+    body = approval_body(gateway, record, time.time())
+    try:
+        await _for_caller(gateway, caller, [record], [body])
+    except StoreError as exc:
+        raise store_error(exc) from None
+    return json_response(body)
 
 
 class DecisionRequest(BaseModel):
