@@ -100,16 +100,18 @@ async def _for_caller(
     gateway: Gateway, caller: Caller, records: list[ApprovalRecord], bodies: list[dict[str, Any]]
 ) -> None:
     """Add to each approval body whether the caller may decide it, and the run's last user
-    message (what was asked) for callers who may see the run: its owner and admin keys.
-    Both by the rule in `approvals`; other approvers see the approval only (docs/runs.md)."""
+    message (what was asked) for callers who may see the run or decide the approval: a
+    person deciding needs to know what the call is for. The rest of someone else's
+    conversation stays with its owner and admin keys (docs/runs.md)."""
     asked: dict[str, str | None] = {}
     for record, body in zip(records, bodies, strict=True):
-        body["may_decide"] = may_decide(caller, record) is None
-        if not (caller.admin or record.requested_by == caller.name):
-            continue  # not the run's owner: the run is not read at all
+        deciding = may_decide(caller, record) is None
+        body["may_decide"] = deciding
+        if not (deciding or caller.admin or record.requested_by == caller.name):
+            continue  # the run is not read at all
         if record.run_id not in asked:
             run = await gateway.store.get_run(record.run_id)
-            seen = run is not None and may_see_run(caller, run.owner)
+            seen = run is not None and (deciding or may_see_run(caller, run.owner))
             asked[record.run_id] = _last_user_message(run) if seen and run else None
         body["last_user_message"] = asked[record.run_id]
 
