@@ -26,6 +26,7 @@ from toolwire.agent.events import (
 from toolwire.agent.journal import LEASE_SECONDS, RunJournal, new_holder
 from toolwire.agent.result import PendingApproval, RunResult, Step
 from toolwire.agent.state import ApprovalDecision, Decision, RunState, decision_of
+from toolwire.models import ModelContentDelta, ModelReasoningDelta
 from toolwire.models.base import Model, ModelError, ModelResponse, ModelSettings
 from toolwire.models.messages import (
     Message,
@@ -33,8 +34,6 @@ from toolwire.models.messages import (
     ToolMessage,
     UserMessage,
 )
-from toolwire.parsing.events import ContentDelta
-from toolwire.parsing.events import ReasoningDelta as ModelReasoningDelta
 from toolwire.runner import Approver, Policy, ToolRunner
 from toolwire.runner.audit import Grant, redact_arguments_json
 from toolwire.store.base import (
@@ -665,7 +664,7 @@ class Agent:
         events = self.model.stream(messages, tools, settings)
         try:
             async for item in events:
-                if isinstance(item, ContentDelta):
+                if isinstance(item, ModelContentDelta):
                     if item.text:
                         yield TextDelta(text=item.text)
                 elif isinstance(item, ModelReasoningDelta):
@@ -673,7 +672,7 @@ class Agent:
                         yield ReasoningDelta(text=item.text)
                 elif isinstance(item, ModelResponse):
                     response = item
-                # ToolCallStart / ToolCallArgsDelta are progress only; the complete calls
+                # ModelToolCallStart / ModelToolCallArgsDelta are progress only; the complete calls
                 # come in the ModelResponse.
         finally:
             # Close the model's stream (and its HTTP response) now, not when it is collected.
