@@ -445,7 +445,8 @@ class ToolRunner:
         token = current_execution.set(execution)
         try:
             async with deadline:
-                out = await self.provider.execute_tool(name, args, ctx)
+                # `object`: a provider outside the protocol may return the bare value.
+                out: object = await self.provider.execute_tool(name, args, ctx)
         except TimeoutError as exc:
             if deadline.expired():
                 return self._timed_out(call, ctx, tool, args, timeout, execution, trace, repaired)
