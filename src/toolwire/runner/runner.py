@@ -314,9 +314,14 @@ class ToolRunner:
     ) -> ToolResult:
         """Resolve → allowlist → arguments → scopes → approval → cache → execute; each
         stage either passes the call on or answers it."""
-        entry = await self._resolve(call)
-        if isinstance(entry, ToolResult):
-            return entry
+        # A known tool is looked up inline: the hot path awaits no extra coroutine.
+        entries = self._entries
+        entry = entries.get(call.name) if entries is not None else None
+        if entry is None:
+            found = await self._resolve(call)
+            if isinstance(found, ToolResult):
+                return found
+            entry = found
         tool = trace.tool = entry.tool
         refused = self._unlisted(call, entry)
         if refused is not None:
@@ -345,11 +350,8 @@ class ToolRunner:
         return await self._execute_once(call, ctx, entry, args, repaired, trace, key)
 
     async def _resolve(self, call: ToolCall) -> _Entry | ToolResult:
-        """The call's tool, or the result that answers a call to no tool."""
-        entries = self._entries
-        entry = entries.get(call.name) if entries is not None else None
-        if entry is not None:
-            return entry
+        """The tool of a call not in the known list (listing again), or the result that
+        answers a call to no tool."""
         try:
             entry = await self._lookup(call.name)
         except Exception as exc:
