@@ -9,7 +9,7 @@ comparison inputs; the full run takes a few minutes.
    newlines, so escapes too) streamed in 1-character deltas, total CPU time
    (`time.process_time`, gc on, as in a server):
    - through `parser_for(..., format="hermes")` alone (target: under 100 ms);
-   - through the gateway's parse path, `ParsedTurn.feed(ContentDelta)` then `finish()`
+   - through the gateway's parse path, `ParsedTurn.feed(ModelContentDelta)` then `finish()`
      (target: under 300 ms);
    - through a real `toolwire serve` (`parse:hermes` route, upstream: the fake OpenAI
      server sending one character per SSE chunk): the gateway process's CPU for the
@@ -57,11 +57,11 @@ from typing import Any
 
 from gateway_fake_upstream import HERMES_PATH, HERMES_TOOL, hermes_argument, hermes_text
 from toolwire.models.base import ModelResponse, ModelStreamEvent
+from toolwire.models.events import ModelContentDelta
 from toolwire.models.messages import AssistantMessage
 from toolwire.models.parsed import ParsedTurn
 from toolwire.parsing import (
     FORMATS,
-    ContentDelta,
     ParseEvent,
     assemble,
     parser_for,
@@ -299,13 +299,13 @@ def parser_alone_1char(repeats: int) -> Timing:
 
 
 def parsed_turn_1char(repeats: int) -> Timing:
-    """The gateway's parse path: `ParsedTurn.feed(ContentDelta)` per character, `finish()`.
+    """The gateway's parse path: `ParsedTurn.feed(ModelContentDelta)` per character, `finish()`.
 
-    The `ContentDelta`s are made beforehand: the upstream adapter makes them, not this path.
+    The `ModelContentDelta`s are made beforehand: the upstream adapter makes them, not this path.
     """
     text = hermes_text(BIG_KB)
     tool = Tool(name=HERMES_TOOL, description="Write a text file.", input_schema=WRITE_FILE_SCHEMA)
-    deltas = [ContentDelta(ch) for ch in text]
+    deltas = [ModelContentDelta(ch) for ch in text]
     final = ModelResponse(message=AssistantMessage(content=text), finish_reason="stop")
     times = []
     response: ModelResponse | None = None
@@ -360,7 +360,7 @@ def wire_decode_1char(repeats: int) -> Timing | str:
         for piece in pieces:
             batch, _ = read_deltas(piece, decoder, assembler)
             for delta in batch:
-                if isinstance(delta, ContentDelta):
+                if isinstance(delta, ModelContentDelta):
                     content.append(delta.text)
         times.append(time.process_time() - t0)
     verdict = "ok" if "".join(content) == text else "WRONG content"

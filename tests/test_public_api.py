@@ -7,6 +7,9 @@ import inspect
 import toolwire
 import toolwire.agent.events
 import toolwire.models.base
+import toolwire.models.events
+import toolwire.parsing
+import toolwire.runner
 import toolwire.tools.errors
 
 # The names DESIGN.md promises at the top level (its "Public contracts" section).
@@ -78,3 +81,22 @@ def test_public_classes_are_not_left_out() -> None:
 
 def test_no_private_names_leak() -> None:
     assert all(not n.startswith("_") or n == "__version__" for n in toolwire.__all__)
+
+
+def test_one_name_means_one_thing_across_the_runtime_layers() -> None:
+    """A name exported by two of `toolwire`, `toolwire.agent`, `toolwire.models`,
+    `toolwire.runner` and `toolwire.tools` is the same object in both (issue 24: the model
+    stream's events are `Model...`, not a second `ReasoningDelta` / `ToolCallStart`)."""
+    seen: dict[str, object] = {}
+    for module in (toolwire, toolwire.agent, toolwire.models, toolwire.runner, toolwire.tools):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            assert seen.setdefault(name, obj) is obj, f"{module.__name__}.{name} differs"
+
+
+def test_model_stream_events_are_the_models_own() -> None:
+    parser_events = {getattr(toolwire.parsing, n) for n in toolwire.parsing.__all__}
+    for name in toolwire.models.events.__all__:
+        obj = getattr(toolwire.models, name)
+        assert obj is getattr(toolwire.models.events, name)
+        assert obj not in parser_events, name

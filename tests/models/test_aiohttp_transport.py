@@ -9,9 +9,14 @@ import httpx
 import pytest
 
 from fakes.openai_server import FakeOpenAIServer, completion, delta, dropped, sse, tool_call
-from toolwire.models import ModelError, ModelResponse, OpenAIChatModel, UserMessage
+from toolwire.models import (
+    ModelContentDelta,
+    ModelError,
+    ModelResponse,
+    OpenAIChatModel,
+    UserMessage,
+)
 from toolwire.models.aiohttp_transport import AiohttpTransport, pooled_client
-from toolwire.parsing.events import ContentDelta
 
 HI = [UserMessage(content="hi")]
 
@@ -39,7 +44,7 @@ async def test_complete_and_stream_through_the_transport(openai_server: FakeOpen
         events = [e async for e in model.stream(HI, [])]
     assert first.message.tool_calls[0].arguments == '{"a": 1}'
     # Deltas that arrive in one read may come as one; the text is the same.
-    assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "Hello"
+    assert "".join(e.text for e in events if isinstance(e, ModelContentDelta)) == "Hello"
     final = events[-1]
     assert isinstance(final, ModelResponse)
     assert final.message.content == "Hello"

@@ -25,15 +25,18 @@ from fakes.anthropic_server import (
 from toolwire.models import (
     AnthropicModel,
     AssistantMessage,
+    ModelContentDelta,
     ModelError,
+    ModelReasoningDelta,
     ModelResponse,
     ModelSettings,
     ModelStreamEvent,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
     SystemMessage,
     ToolMessage,
     UserMessage,
 )
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools import Tool, ToolCall
 
 KEY = "sk-ant-secret-key-123"
@@ -280,7 +283,7 @@ async def test_stream_text_with_every_event_split(server: FakeAnthropicServer) -
     model = make_model(server)
     got = await collect(model, settings=ModelSettings(max_tokens=10))
 
-    assert got[:-1] == [ContentDelta(c) for c in "Hello there"]
+    assert got[:-1] == [ModelContentDelta(c) for c in "Hello there"]
     response = final(got)
     assert response.message == AssistantMessage(content="Hello there")
     assert response.finish_reason == "stop"
@@ -305,15 +308,17 @@ async def test_stream_parallel_tool_calls(server: FakeAnthropicServer) -> None:
     )
     got = await collect(make_model(server))
 
-    assert "".join(e.text for e in got if isinstance(e, ReasoningDelta)) == "two cities"
-    assert "".join(e.text for e in got if isinstance(e, ContentDelta)) == "On it."
-    starts = [e for e in got if isinstance(e, ToolCallStart)]
+    assert "".join(e.text for e in got if isinstance(e, ModelReasoningDelta)) == "two cities"
+    assert "".join(e.text for e in got if isinstance(e, ModelContentDelta)) == "On it."
+    starts = [e for e in got if isinstance(e, ModelToolCallStart)]
     assert starts == [
-        ToolCallStart(0, "toolu_a", "get_weather"),
-        ToolCallStart(1, "toolu_b", "get_weather"),
+        ModelToolCallStart(0, "toolu_a", "get_weather"),
+        ModelToolCallStart(1, "toolu_b", "get_weather"),
     ]
     for index, city in enumerate(["Paris", "Rome"]):
-        fragments = [e.text for e in got if isinstance(e, ToolCallArgsDelta) and e.index == index]
+        fragments = [
+            e.text for e in got if isinstance(e, ModelToolCallArgsDelta) and e.index == index
+        ]
         assert len(fragments) > 1
         assert json.loads("".join(fragments)) == {"city": city}
     response = final(got)
@@ -337,7 +342,7 @@ async def test_stream_maps_ids_back(server: FakeAnthropicServer) -> None:
         ToolMessage(call_id="call.x:1", name="get_weather", content="r"),
     ]
     got = await collect(make_model(server), messages=history)
-    assert ToolCallStart(0, "call.x:1", "get_weather") in got
+    assert ModelToolCallStart(0, "call.x:1", "get_weather") in got
     assert final(got).message.tool_calls[0].id == "call.x:1"
 
 
@@ -347,8 +352,8 @@ async def test_stream_falls_back_when_server_answers_in_one_piece(
     server.reply(message(tool_use("get_weather", {"city": "Bern"}, id="toolu_x")))
     got = await collect(make_model(server))
     assert got[:2] == [
-        ToolCallStart(0, "toolu_x", "get_weather"),
-        ToolCallArgsDelta(0, '{"city":"Bern"}'),
+        ModelToolCallStart(0, "toolu_x", "get_weather"),
+        ModelToolCallArgsDelta(0, '{"city":"Bern"}'),
     ]
     assert final(got).message.tool_calls[0].name == "get_weather"
 
@@ -358,7 +363,7 @@ async def test_stream_early_exit_closes_cleanly(server: FakeAnthropicServer) -> 
     model = make_model(server)
     stream = model.stream([], [])
     async for ev in stream:
-        assert isinstance(ev, ContentDelta)
+        assert isinstance(ev, ModelContentDelta)
         break
     await stream.aclose()  # type: ignore[attr-defined]
     assert (await model.complete([], [])).message.content == "next"
@@ -479,7 +484,7 @@ async def test_mid_stream_drop_is_an_error_and_not_retried(server: FakeAnthropic
     server.reply(sse(events("Hello world", chunk=1), drop_after=6), sse(events("again")))
     seen: list[ModelStreamEvent] = []
     err = await expect_error(make_model(server), stream=True, seen=seen)
-    assert seen == [ContentDelta("H"), ContentDelta("e"), ContentDelta("l")]
+    assert seen == [ModelContentDelta("H"), ModelContentDelta("e"), ModelContentDelta("l")]
     assert str(err).startswith(f"The model at {server.base_url} ended mid-answer: ")
     assert len(server.requests) == 1
     assert server.pending == 1
@@ -493,7 +498,7 @@ async def test_a_stream_failing_before_any_delta_starts_over(server: FakeAnthrop
         sse(events("fine", chunk=2)),
     )
     got = await collect(make_model(server))
-    assert got[:-1] == [ContentDelta("fi"), ContentDelta("ne")]
+    assert got[:-1] == [ModelContentDelta("fi"), ModelContentDelta("ne")]
     assert final(got).message.content == "fine"
     assert len(server.requests) == 3
 
@@ -513,7 +518,7 @@ async def test_stream_ending_without_message_stop_is_an_error(
     server.reply(sse(events("Hel", chunk=1, stop=False)))
     seen: list[ModelStreamEvent] = []
     err = await expect_error(make_model(server), stream=True, seen=seen)
-    assert seen == [ContentDelta("H"), ContentDelta("e"), ContentDelta("l")]
+    assert seen == [ModelContentDelta("H"), ModelContentDelta("e"), ModelContentDelta("l")]
     assert str(err) == (
         f"The model at {server.base_url} ended mid-answer: the stream closed before message_stop."
     )
@@ -525,7 +530,7 @@ async def test_error_event_mid_stream(server: FakeAnthropicServer) -> None:
     server.reply(sse(stream), message("not retried"))
     seen: list[ModelStreamEvent] = []
     err = await expect_error(make_model(server), stream=True, seen=seen)
-    assert seen == [ContentDelta("part")]
+    assert seen == [ModelContentDelta("part")]
     assert str(err) == f"The model at {server.base_url} reported an error: Overloaded"
     assert err.status == 529
     assert err.body == {
@@ -541,7 +546,7 @@ async def test_malformed_event(server: FakeAnthropicServer) -> None:
     server.reply(sse([*events("ok")[:4], "event: x\ndata: {not json\n\n"]))
     seen: list[ModelStreamEvent] = []
     err = await expect_error(make_model(server), stream=True, seen=seen)
-    assert seen == [ContentDelta("ok")]
+    assert seen == [ModelContentDelta("ok")]
     assert str(err) == (
         f"The model at {server.base_url} sent a response toolwire could not read: "
         "a stream event is not JSON: '{not json'."

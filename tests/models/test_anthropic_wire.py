@@ -9,8 +9,12 @@ import pytest
 from fakes.anthropic_server import events, text, thinking, tool_use
 from toolwire.models import (
     AssistantMessage,
+    ModelContentDelta,
+    ModelReasoningDelta,
     ModelResponse,
     ModelSettings,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
     SystemMessage,
     ToolMessage,
     UserMessage,
@@ -27,7 +31,6 @@ from toolwire.models.anthropic_wire import (
     user_content,
 )
 from toolwire.models.call_ids import IdMap
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools import Tool, ToolCall
 
 WEATHER = Tool(
@@ -312,18 +315,18 @@ def test_stream_text_thinking_and_parallel_calls_split_in_single_characters() ->
     deltas = feed_all(assembler, stream)
     assert assembler.done
     assert deltas[:5] == [
-        ReasoningDelta("h"),
-        ReasoningDelta("m"),
-        ReasoningDelta("m"),
-        ContentDelta("H"),
-        ContentDelta("i"),
+        ModelReasoningDelta("h"),
+        ModelReasoningDelta("m"),
+        ModelReasoningDelta("m"),
+        ModelContentDelta("H"),
+        ModelContentDelta("i"),
     ]
     # Anthropic's block indexes are 2 and 3; the call indexes count calls from 0.
-    assert deltas[5] == ToolCallStart(0, "call.abc/1", "get_weather")
+    assert deltas[5] == ModelToolCallStart(0, "call.abc/1", "get_weather")
     paris = '{"city": "Paris"}'
-    assert deltas[6 : 6 + len(paris)] == [ToolCallArgsDelta(0, c) for c in paris]
+    assert deltas[6 : 6 + len(paris)] == [ModelToolCallArgsDelta(0, c) for c in paris]
     rest = deltas[6 + len(paris) :]
-    assert rest[0] == ToolCallStart(1, "toolu_b", "get_weather")
+    assert rest[0] == ModelToolCallStart(1, "toolu_b", "get_weather")
     assert "".join(d.text for d in rest[1:]) == '{"city": "Rome"}'
 
     response = assembler.finish()
@@ -344,7 +347,7 @@ def test_stream_text_thinking_and_parallel_calls_split_in_single_characters() ->
 def test_stream_tool_call_without_input_has_empty_object_arguments() -> None:
     assembler = MessageStreamAssembler(IdMap("anthropic"))
     deltas = feed_all(assembler, events(tool_use("list_files", {}, id="toolu_x")))
-    assert deltas == [ToolCallStart(0, "toolu_x", "list_files")]
+    assert deltas == [ModelToolCallStart(0, "toolu_x", "list_files")]
     assert assembler.finish().message.tool_calls[0].arguments == "{}"
 
 
@@ -360,8 +363,8 @@ def test_stream_input_given_whole_in_block_start() -> None:
     ]
     assembler = MessageStreamAssembler(IdMap("anthropic"))
     assert feed_all(assembler, stream) == [
-        ToolCallStart(0, "toolu_f", "f"),
-        ToolCallArgsDelta(0, '{"a":1}'),
+        ModelToolCallStart(0, "toolu_f", "f"),
+        ModelToolCallArgsDelta(0, '{"a":1}'),
     ]
 
 

@@ -9,15 +9,18 @@ import pytest
 
 from toolwire.models import (
     AssistantMessage,
+    ModelContentDelta,
     ModelResponse,
     ModelSettings,
     ModelStreamEvent,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
     OfflineModel,
     ToolMessage,
     UserMessage,
 )
 from toolwire.models.offline import PARSER_MODEL
-from toolwire.parsing import ContentDelta, ToolCallArgsDelta, ToolCallStart, parse_output
+from toolwire.parsing import parse_output
 from toolwire.tools import Tool, ToolCall, ToolResult
 from toolwire.tools.demo import DEMO_TOOLS
 
@@ -188,12 +191,12 @@ async def test_stream_feeds_the_parser_in_pieces() -> None:
     final = events[-1]
     assert isinstance(final, ModelResponse)
     assert sum(isinstance(e, ModelResponse) for e in events) == 1
-    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    starts = [e for e in events if isinstance(e, ModelToolCallStart)]
     assert [(s.index, s.name) for s in starts] == [(0, "calculate"), (1, "get_weather")]
     assert [c.id for c in final.message.tool_calls] == [s.id for s in starts]
     for index, call in enumerate(final.message.tool_calls):
         text = "".join(
-            e.text for e in events if isinstance(e, ToolCallArgsDelta) and e.index == index
+            e.text for e in events if isinstance(e, ModelToolCallArgsDelta) and e.index == index
         )
         assert text == call.arguments
 
@@ -250,7 +253,7 @@ async def test_answer_streams_as_content() -> None:
             history("time?", ("get_current_time", result)), TOOLS
         )
     ]
-    pieces = [e.text for e in events if isinstance(e, ContentDelta)]
+    pieces = [e.text for e in events if isinstance(e, ModelContentDelta)]
     assert len(pieces) > 1
     assert "".join(pieces) == "From get_current_time: 12:00."
     final = events[-1]

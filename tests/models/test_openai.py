@@ -30,16 +30,19 @@ from fakes.openai_server import (
 from toolwire.models import (
     AssistantMessage,
     Message,
+    ModelContentDelta,
     ModelError,
+    ModelReasoningDelta,
     ModelResponse,
     ModelSettings,
     ModelStreamEvent,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
     OpenAIChatModel,
     SystemMessage,
     ToolMessage,
     UserMessage,
 )
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools import Tool, ToolCall
 
 WEATHER = Tool(
@@ -263,10 +266,10 @@ async def test_stream_text_reasoning_and_usage(openai_server: FakeOpenAIServer) 
     events = await collect(model, tools=[])
 
     assert [e for e in events if not isinstance(e, ModelResponse)] == [
-        ReasoningDelta("Let me "),
-        ReasoningDelta("think."),
-        ContentDelta("Hel"),
-        ContentDelta("lo"),
+        ModelReasoningDelta("Let me "),
+        ModelReasoningDelta("think."),
+        ModelContentDelta("Hel"),
+        ModelContentDelta("lo"),
     ]
     response = final(events)
     assert response.message == AssistantMessage(content="Hello", reasoning="Let me think.")
@@ -317,13 +320,15 @@ async def test_stream_parallel_tool_calls_split_awkwardly(openai_server: FakeOpe
     )
     events = await collect(make_model(openai_server), tools=[WEATHER, CALC])
 
-    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    starts = [e for e in events if isinstance(e, ModelToolCallStart)]
     assert starts == [
-        ToolCallStart(0, "call_a", "get_weather"),
-        ToolCallStart(1, "call_b", "calculate"),
+        ModelToolCallStart(0, "call_a", "get_weather"),
+        ModelToolCallStart(1, "call_b", "calculate"),
     ]
     for index, args in enumerate([args_a, args_b]):
-        parts = [e.text for e in events if isinstance(e, ToolCallArgsDelta) and e.index == index]
+        parts = [
+            e.text for e in events if isinstance(e, ModelToolCallArgsDelta) and e.index == index
+        ]
         assert "".join(parts) == args
     response = final(events)
     assert response.finish_reason == "tool_calls"
@@ -375,7 +380,7 @@ async def test_stream_missing_ids_are_generated_and_consistent(
         )
     )
     events = await collect(make_model(openai_server))
-    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    starts = [e for e in events if isinstance(e, ModelToolCallStart)]
     calls = final(events).message.tool_calls
     assert [c.id for c in calls] == [s.id for s in starts]
     assert all(c.id.startswith("call_") for c in calls)
@@ -434,7 +439,7 @@ async def test_stream_falls_back_when_server_answers_in_one_piece(
 ) -> None:
     openai_server.reply(completion(tool_calls=[tool_call("get_weather", {"city": "Bern"}, id="x")]))
     events = await collect(make_model(openai_server))
-    assert ToolCallStart(0, "x", "get_weather") in events
+    assert ModelToolCallStart(0, "x", "get_weather") in events
     assert final(events).message.tool_calls[0].name == "get_weather"
 
 
@@ -443,7 +448,7 @@ async def test_stream_early_exit_closes_cleanly(openai_server: FakeOpenAIServer)
     model = make_model(openai_server)
     stream = model.stream([], [])
     async for ev in stream:
-        assert isinstance(ev, ContentDelta)
+        assert isinstance(ev, ModelContentDelta)
         break
     await stream.aclose()  # type: ignore[attr-defined]
     assert (await model.complete([], [])).message.content == "next"
@@ -614,7 +619,7 @@ async def test_malformed_sse_line(openai_server: FakeOpenAIServer) -> None:
 
     with pytest.raises(ModelError) as info:
         await consume()
-    assert seen == [ContentDelta("ok")]
+    assert seen == [ModelContentDelta("ok")]
     assert str(info.value) == (
         f"The model at {openai_server.base_url} sent a response toolwire could not read: "
         "a stream event is not JSON: '{not json'."
@@ -733,7 +738,7 @@ async def test_mistral_ids_go_up_short_and_come_back_as_the_clients(
     if stream:
         events = await collect(model, messages=history_with_call(CLIENT_ID))
         response = final(events)
-        starts = [e for e in events if isinstance(e, ToolCallStart)]
+        starts = [e for e in events if isinstance(e, ModelToolCallStart)]
         assert [s.id for s in starts] == [CLIENT_ID, "Xy12Zw9Qa"]
     else:
         response = await model.complete(history_with_call(CLIENT_ID), [WEATHER])
@@ -802,14 +807,16 @@ async def test_streamed_calls_get_distinct_stable_indexes(
     openai_server.reply(calls_sse(STREAMED, chunk=5, split=split, **shape))
     events = await collect(make_model(openai_server), tools=[WEATHER, CALC])
 
-    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    starts = [e for e in events if isinstance(e, ModelToolCallStart)]
     assert [(s.index, s.name) for s in starts] == [
         (0, "get_weather"),
         (1, "calculate"),
         (2, "get_weather"),
     ]
     for index, (_, _, args) in enumerate(STREAMED):
-        parts = [e.text for e in events if isinstance(e, ToolCallArgsDelta) and e.index == index]
+        parts = [
+            e.text for e in events if isinstance(e, ModelToolCallArgsDelta) and e.index == index
+        ]
         assert "".join(parts) == args
     calls = final(events).message.tool_calls
     assert [c.id for c in calls] == [s.id for s in starts]
@@ -951,7 +958,7 @@ async def test_a_stream_dropped_mid_answer_is_an_error_not_retried(
 ) -> None:
     openai_server.reply(dropped([delta("The weather "), delta("in Paris")]), ok_reply(True))
     seen, err = await events_then_error(make_model(openai_server))
-    assert seen == [ContentDelta("The weather "), ContentDelta("in Paris")]
+    assert seen == [ModelContentDelta("The weather "), ModelContentDelta("in Paris")]
     assert str(err).startswith(
         f"The connection to the model at {openai_server.base_url} broke mid-answer: "
     )
@@ -965,7 +972,7 @@ async def test_a_stream_ended_mid_answer_is_an_error(openai_server: FakeOpenAISe
     openai_server.reply(sse([delta("The weather "), delta("in Paris")], done=False))
     openai_server.reply(ok_reply(True))
     seen, err = await events_then_error(make_model(openai_server))
-    assert seen == [ContentDelta("The weather "), ContentDelta("in Paris")]
+    assert seen == [ModelContentDelta("The weather "), ModelContentDelta("in Paris")]
     assert str(err) == (
         f"The model at {openai_server.base_url} ended the stream mid-answer "
         "(no finish_reason and no [DONE]); the answer is incomplete."
@@ -997,7 +1004,7 @@ async def test_closing_a_stream_early_cancels_the_upstream(
         model = OpenAIChatModel(openai_server.base_url, "k", "m", http_client=client)
         stream = model.stream([], [])
         first = await anext(aiter(stream))
-        assert first == ContentDelta("0 ")
+        assert first == ModelContentDelta("0 ")
         await stream.aclose()  # type: ignore[attr-defined]
         assert openai_server.wait_until(lambda: openai_server.cancelled == 1)
         assert openai_server.completed == 0
@@ -1072,7 +1079,7 @@ async def test_fake_server_text_stream(openai_server: FakeOpenAIServer) -> None:
     text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
     openai_server.reply(text_sse(text, chunk=3, usage={"prompt_tokens": 1, "completion_tokens": 2}))
     events = await collect(make_model(openai_server))
-    assert all(len(e.text) <= 3 for e in events if isinstance(e, ContentDelta))
+    assert all(len(e.text) <= 3 for e in events if isinstance(e, ModelContentDelta))
     response = final(events)
     assert response.message.content == text
     assert response.message.tool_calls == ()

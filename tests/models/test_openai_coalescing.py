@@ -5,8 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from fakes.openai_server import FakeOpenAIServer, delta, sse
-from toolwire.models import ModelResponse, OpenAIChatModel, UserMessage
-from toolwire.parsing.events import ContentDelta, ToolCallArgsDelta, ToolCallStart
+from toolwire.models import (
+    ModelContentDelta,
+    ModelResponse,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
+    OpenAIChatModel,
+    UserMessage,
+)
 
 HI = [UserMessage(content="hi")]
 
@@ -34,12 +40,12 @@ async def test_one_read_of_many_deltas_becomes_few(openai_server: FakeOpenAIServ
     openai_server.reply(sse(events, split=1 << 20))  # everything in one piece
     model = OpenAIChatModel(openai_server.base_url, None, "m")
     out = [e async for e in model.stream(HI, [])]
-    assert out[:1] == [ContentDelta(text)]
+    assert out[:1] == [ModelContentDelta(text)]
     assert out[1:5] == [
-        ToolCallStart(0, "c1", "f"),
-        ToolCallArgsDelta(0, '{"x": 1}'),
-        ToolCallStart(1, "c2", "g"),
-        ToolCallArgsDelta(1, "{}"),
+        ModelToolCallStart(0, "c1", "f"),
+        ModelToolCallArgsDelta(0, '{"x": 1}'),
+        ModelToolCallStart(1, "c2", "g"),
+        ModelToolCallArgsDelta(1, "{}"),
     ]
     final = out[-1]
     assert isinstance(final, ModelResponse)
@@ -51,4 +57,7 @@ async def test_deltas_in_separate_reads_stay_separate(openai_server: FakeOpenAIS
     openai_server.reply(sse([delta("a"), delta("b"), delta(finish_reason="stop")], interval=0.05))
     model = OpenAIChatModel(openai_server.base_url, None, "m")
     out = [e async for e in model.stream(HI, [])]
-    assert [e for e in out if isinstance(e, ContentDelta)] == [ContentDelta("a"), ContentDelta("b")]
+    assert [e for e in out if isinstance(e, ModelContentDelta)] == [
+        ModelContentDelta("a"),
+        ModelContentDelta("b"),
+    ]

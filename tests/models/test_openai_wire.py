@@ -11,8 +11,12 @@ import pytest
 from fakes.openai_server import StreamedCall, calls_events
 from toolwire.models import (
     AssistantMessage,
+    ModelContentDelta,
+    ModelDelta,
     ModelResponse,
     ModelSettings,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
     SystemMessage,
     ToolMessage,
     UserMessage,
@@ -21,7 +25,6 @@ from toolwire.models.call_ids import IdMap
 from toolwire.models.openai_wire import (
     RESERVED_FIELDS,
     ChatStreamAssembler,
-    StreamDelta,
     UpstreamError,
     WireError,
     build_request,
@@ -32,7 +35,6 @@ from toolwire.models.openai_wire import (
     wire_arguments,
 )
 from toolwire.models.sse import SSEDecoder
-from toolwire.parsing.events import ContentDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools import Tool, ToolCall
 
 
@@ -159,10 +161,10 @@ def test_assembler_without_index_and_with_repeated_ids() -> None:
     ]:
         events.extend(asm.feed(chunk))
     assert events == [
-        ToolCallStart(0, "a", "t"),
-        ToolCallArgsDelta(0, '{"x"'),
-        ToolCallArgsDelta(0, ": 1}"),
-        ToolCallStart(1, "b", "u"),
+        ModelToolCallStart(0, "a", "t"),
+        ModelToolCallArgsDelta(0, '{"x"'),
+        ModelToolCallArgsDelta(0, ": 1}"),
+        ModelToolCallStart(1, "b", "u"),
     ]
     response = asm.finish()
     assert [(c.id, c.arguments) for c in response.message.tool_calls] == [
@@ -198,7 +200,7 @@ def test_assembler_buffers_arguments_that_arrive_before_the_name() -> None:
             ]
         }
     )
-    assert second == [ToolCallStart(0, "a", "t"), ToolCallArgsDelta(0, '{"k":2}')]
+    assert second == [ModelToolCallStart(0, "a", "t"), ModelToolCallArgsDelta(0, '{"k":2}')]
 
 
 def test_assembler_drops_nameless_fragments_and_rejects_garbage() -> None:
@@ -319,11 +321,14 @@ def test_the_assembler_maps_ids_back_in_events_and_the_final_response() -> None:
     upstream = ids.upstream("call:1/weird id")
     assert upstream != "call:1/weird id"
     asm = ChatStreamAssembler(ids)
-    events: list[StreamDelta] = []
+    events: list[ModelDelta] = []
     for chunk in calls_events([(upstream, "t", '{"a": 1}'), ("toolu_new", "u", "{}")], chunk=3):
         events.extend(asm.feed(chunk))
-    starts = [e for e in events if isinstance(e, ToolCallStart)]
-    assert starts == [ToolCallStart(0, "call:1/weird id", "t"), ToolCallStart(1, "toolu_new", "u")]
+    starts = [e for e in events if isinstance(e, ModelToolCallStart)]
+    assert starts == [
+        ModelToolCallStart(0, "call:1/weird id", "t"),
+        ModelToolCallStart(1, "toolu_new", "u"),
+    ]
     assert [c.id for c in asm.finish().message.tool_calls] == ["call:1/weird id", "toolu_new"]
 
 
@@ -348,29 +353,29 @@ QUIRKS: dict[str, dict[str, Any]] = {
 }
 
 
-def assemble(chunks: Sequence[Any]) -> tuple[list[StreamDelta], ModelResponse]:
+def assemble(chunks: Sequence[Any]) -> tuple[list[ModelDelta], ModelResponse]:
     asm = ChatStreamAssembler()
-    events: list[StreamDelta] = []
+    events: list[ModelDelta] = []
     for chunk in chunks:
         events.extend(asm.feed(chunk))
     return events, asm.finish()
 
 
 def check_calls(
-    events: list[StreamDelta], response: ModelResponse, calls: Sequence[StreamedCall]
+    events: list[ModelDelta], response: ModelResponse, calls: Sequence[StreamedCall]
 ) -> None:
-    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    starts = [e for e in events if isinstance(e, ModelToolCallStart)]
     assert [(s.index, s.name) for s in starts] == [(n, c[1]) for n, c in enumerate(calls)]
     for n, (_, _, arguments) in enumerate(calls):
-        parts = [e.text for e in events if isinstance(e, ToolCallArgsDelta) and e.index == n]
+        parts = [e.text for e in events if isinstance(e, ModelToolCallArgsDelta) and e.index == n]
         assert "".join(parts) == "".join(arguments)
     # Every delta belongs to a call already started, and indexes never go past the calls.
     started: set[int] = set()
     for event in events:
-        if isinstance(event, ToolCallStart):
+        if isinstance(event, ModelToolCallStart):
             assert event.index == len(started)
             started.add(event.index)
-        elif isinstance(event, ToolCallArgsDelta):
+        elif isinstance(event, ModelToolCallArgsDelta):
             assert event.index in started
     final = response.message.tool_calls
     assert [(c.name, c.arguments) for c in final] == [(c[1], "".join(c[2])) for c in calls]
@@ -409,7 +414,7 @@ def test_all_calls_at_index_zero_interleaved_with_content() -> None:
         *calls_events(CALLS[:2], indexes="zero", chunk=4, finish_reason="stop"),
     ]
     events, response = assemble(chunks)
-    assert events[0] == ContentDelta("Let me check.")
+    assert events[0] == ModelContentDelta("Let me check.")
     check_calls(events, response, CALLS[:2])
 
 
@@ -435,7 +440,7 @@ def test_a_second_call_to_the_same_tool_at_index_zero_without_ids() -> None:
         ("t", '{"a": 2}'),
         ("t", "{}"),
     ]
-    assert [e.index for e in events if isinstance(e, ToolCallStart)] == [0, 1, 2]
+    assert [e.index for e in events if isinstance(e, ModelToolCallStart)] == [0, 1, 2]
 
 
 def test_an_index_reused_after_other_calls_with_a_new_id() -> None:
@@ -447,7 +452,7 @@ def test_an_index_reused_after_other_calls_with_a_new_id() -> None:
     ]
     events, response = assemble(chunks)
     assert [c.id for c in response.message.tool_calls] == ["a", "b", "c"]
-    assert [e.index for e in events if isinstance(e, ToolCallStart)] == [0, 1, 2]
+    assert [e.index for e in events if isinstance(e, ModelToolCallStart)] == [0, 1, 2]
 
 
 def test_an_id_arriving_after_the_start_keeps_the_started_id() -> None:
@@ -457,7 +462,7 @@ def test_an_id_arriving_after_the_start_keeps_the_started_id() -> None:
     ]
     events, response = assemble(chunks)
     start = events[0]
-    assert isinstance(start, ToolCallStart)
+    assert isinstance(start, ModelToolCallStart)
     assert response.message.tool_calls[0].id == start.id
     assert response.message.tool_calls[0].arguments == "{}"
 

@@ -9,9 +9,13 @@ import pytest
 from fakes.openai_server import FakeOpenAIServer, delta, sse
 from toolwire.models import (
     AssistantMessage,
+    ModelContentDelta,
+    ModelReasoningDelta,
     ModelResponse,
     ModelSettings,
     ModelStreamEvent,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
     OpenAIChatModel,
     ParsingModel,
     ScriptedModel,
@@ -20,7 +24,6 @@ from toolwire.models import (
 )
 from toolwire.models.base import Model
 from toolwire.parsing import UnknownFormatError
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools import Tool, ToolCall
 
 WEATHER = Tool(
@@ -70,10 +73,10 @@ def summary(response: ModelResponse) -> tuple[Any, ...]:
 
 def calls_from_events(events: list[ModelStreamEvent]) -> list[tuple[int, str, str, str]]:
     """(index, id, name, arguments) per call, assembled from the stream's events."""
-    starts = {e.index: e for e in events if isinstance(e, ToolCallStart)}
+    starts = {e.index: e for e in events if isinstance(e, ModelToolCallStart)}
     args: dict[int, str] = {}
     for e in events:
-        if isinstance(e, ToolCallArgsDelta):
+        if isinstance(e, ModelToolCallArgsDelta):
             args[e.index] = args.get(e.index, "") + e.text
     return [(i, starts[i].id, starts[i].name, args.get(i, "")) for i in sorted(starts)]
 
@@ -94,7 +97,7 @@ async def test_hermes_text_becomes_tool_calls() -> None:
     assert [(c.id, c.name, c.arguments) for c in response.message.tool_calls] == [
         (call_id, name, args) for _, call_id, name, args in streamed
     ]
-    assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "Let me check."
+    assert "".join(e.text for e in events if isinstance(e, ModelContentDelta)) == "Let me check."
 
 
 @pytest.mark.parametrize("chunk_size", [1, 3, 1000])
@@ -160,7 +163,7 @@ async def test_native_call_before_a_call_the_end_of_output_completes() -> None:
 async def test_inner_reasoning_passes_through() -> None:
     reply = AssistantMessage(reasoning="thinking hard", content=HERMES_TWO)
     events = await collect(ParsingModel(ScriptedModel([reply]), "hermes"))
-    assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "thinking hard"
+    assert "".join(e.text for e in events if isinstance(e, ModelReasoningDelta)) == "thinking hard"
     assert final(events).message.reasoning == "thinking hard"
 
 

@@ -12,10 +12,12 @@ from fakes.openai_server import FakeOpenAIServer, completion, delta, sse
 from toolwire.models import (
     AssistantMessage,
     Message,
+    ModelContentDelta,
     ModelError,
     ModelResponse,
     ModelSettings,
     ModelStreamEvent,
+    ModelToolCallStart,
     OpenAIChatModel,
     PromptedModel,
     ScriptedModel,
@@ -25,7 +27,6 @@ from toolwire.models import (
 )
 from toolwire.models.prompted import rewrite_history
 from toolwire.parsing import render_tool_prompt
-from toolwire.parsing.events import ContentDelta, ToolCallStart
 from toolwire.tools import Tool, ToolCall
 
 WEATHER = Tool(
@@ -182,7 +183,7 @@ async def test_parallel_false_asks_for_one_call_and_keeps_the_first() -> None:
     assert "Call at most one tool per reply." in system_text(inner.requests[0].messages)
 
     events = await collect(model, settings=settings)
-    assert [e.name for e in events if isinstance(e, ToolCallStart)] == ["get_weather"]
+    assert [e.name for e in events if isinstance(e, ModelToolCallStart)] == ["get_weather"]
     assert calls(final(events)) == [("get_weather", '{"city":"Paris"}')]
 
 
@@ -277,8 +278,8 @@ async def test_streaming_forced_choice_buffers_then_yields_the_obeying_answer() 
     inner = ScriptedModel(["Here.\n" + CALL_ADD], chunk_size=3)
     events = await collect(PromptedModel(inner), settings=ModelSettings(tool_choice="add"))
     assert len(inner.requests) == 1
-    assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "Here."
-    assert [e.name for e in events if isinstance(e, ToolCallStart)] == ["add"]
+    assert "".join(e.text for e in events if isinstance(e, ModelContentDelta)) == "Here."
+    assert [e.name for e in events if isinstance(e, ModelToolCallStart)] == ["add"]
     assert calls(final(events)) == [("add", '{"a":1}')]
 
 
@@ -288,7 +289,7 @@ async def test_streaming_ignored_choice_yields_only_the_retry() -> None:
 
     assert len(inner.requests) == 2
     assert all(r.stream for r in inner.requests)
-    assert "".join(e.text for e in events if isinstance(e, ContentDelta)) == "OK."
+    assert "".join(e.text for e in events if isinstance(e, ModelContentDelta)) == "OK."
     response = final(events)
     assert calls(response) == [("get_weather", '{"city":"Paris"}')]
     assert response.usage.requests == 2
@@ -311,9 +312,9 @@ class GatedModel:
     async def stream(
         self, messages: Sequence[Message], tools: Sequence[Tool], settings: Any = None
     ) -> AsyncIterator[ModelStreamEvent]:
-        yield ContentDelta("first ")
+        yield ModelContentDelta("first ")
         await self.release.wait()
-        yield ContentDelta(CALL_ADD)
+        yield ModelContentDelta(CALL_ADD)
         yield ModelResponse(message=AssistantMessage(content="first " + CALL_ADD))
 
 
@@ -321,7 +322,7 @@ async def test_streaming_auto_yields_before_the_upstream_is_done() -> None:
     inner = GatedModel()
     stream = PromptedModel(inner).stream(HI, TOOLS, ModelSettings(tool_choice="auto"))
     # wait_for only guards against a hang; buffering would never return here.
-    assert await asyncio.wait_for(anext(stream), 10) == ContentDelta("first")
+    assert await asyncio.wait_for(anext(stream), 10) == ModelContentDelta("first")
     inner.release.set()
     rest = [ev async for ev in stream]
     assert calls(final(rest)) == [("add", '{"a":1}')]
@@ -335,7 +336,7 @@ async def test_streaming_forced_choice_holds_events_until_the_answer_is_checked(
         await asyncio.sleep(0)
     assert not pending.done()
     inner.release.set()
-    assert await pending == ContentDelta("first")
+    assert await pending == ModelContentDelta("first")
     rest = [ev async for ev in stream]
     assert calls(final(rest)) == [("add", '{"a":1}')]
 

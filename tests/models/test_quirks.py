@@ -19,6 +19,8 @@ from toolwire.models import (
     AssistantMessage,
     ModelResponse,
     ModelSettings,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
     OpenAIChatModel,
     ToolMessage,
     UserMessage,
@@ -26,7 +28,6 @@ from toolwire.models import (
 from toolwire.models import openai_wire as wire
 from toolwire.models.quirks import ENGINES, quirks_for
 from toolwire.models.sse import SSEDecoder
-from toolwire.parsing.events import ToolCallArgsDelta, ToolCallStart
 from toolwire.tools import Tool, ToolCall
 
 RECORDINGS = Path(__file__).with_name("recordings")
@@ -110,13 +111,15 @@ def test_llama_cpp_python_named_call_stream_is_one_call() -> None:
         if data != b"[DONE]":
             events += assembler.feed(orjson.loads(data))
     response = assembler.finish()
-    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    starts = [e for e in events if isinstance(e, ModelToolCallStart)]
     assert len(starts) == 1
     [call] = response.message.tool_calls
     assert call.id == starts[0].id
     assert call.id.startswith("call__0_get_weather_cmpl-")
     assert json.loads(call.arguments) == {"city": "Paris"}
-    assert "".join(e.text for e in events if isinstance(e, ToolCallArgsDelta)) == call.arguments
+    assert (
+        "".join(e.text for e in events if isinstance(e, ModelToolCallArgsDelta)) == call.arguments
+    )
     assert response.finish_reason == "tool_calls"
     assert response.message.content is None
     assert (response.usage.input_tokens, response.usage.output_tokens) == (0, 0)
@@ -154,7 +157,7 @@ async def test_a_streamed_auto_choice_on_llama_cpp_python_streams_the_whole_answ
     sent = openai_server.last.json
     assert "stream" not in sent
     assert sent["tool_choice"] == "auto"
-    [start] = [e for e in events if isinstance(e, ToolCallStart)]
+    [start] = [e for e in events if isinstance(e, ModelToolCallStart)]
     assert start.name == "get_weather"
     response = events[-1]
     assert isinstance(response, ModelResponse)

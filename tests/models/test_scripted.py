@@ -4,16 +4,19 @@ import pytest
 
 from toolwire.models import (
     AssistantMessage,
+    ModelContentDelta,
     ModelError,
+    ModelReasoningDelta,
     ModelResponse,
     ModelSettings,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
     ScriptedModel,
     ScriptedRequest,
     ScriptExhaustedError,
     UserMessage,
 )
 from toolwire.models.messages import Usage
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools import Tool, ToolCall
 
 TOOL = Tool(name="add", description="Add numbers")
@@ -108,16 +111,18 @@ async def test_stream_yields_small_pieces_then_the_response() -> None:
     assert sum(isinstance(e, ModelResponse) for e in events) == 1
     assert model.requests[0].stream
 
-    texts = [e.text for e in events if isinstance(e, ContentDelta)]
+    texts = [e.text for e in events if isinstance(e, ModelContentDelta)]
     assert len(texts) > 1
     assert all(len(t) <= 4 for t in texts)
     assert "".join(texts) == message.content
-    assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "think think"
+    assert "".join(e.text for e in events if isinstance(e, ModelReasoningDelta)) == "think think"
 
-    starts = [e for e in events if isinstance(e, ToolCallStart)]
-    assert starts == [ToolCallStart(0, "c1", "add"), ToolCallStart(1, "c2", "add")]
+    starts = [e for e in events if isinstance(e, ModelToolCallStart)]
+    assert starts == [ModelToolCallStart(0, "c1", "add"), ModelToolCallStart(1, "c2", "add")]
     for index, tc in enumerate(message.tool_calls):
-        parts = [e.text for e in events if isinstance(e, ToolCallArgsDelta) and e.index == index]
+        parts = [
+            e.text for e in events if isinstance(e, ModelToolCallArgsDelta) and e.index == index
+        ]
         assert len(parts) > 1
         assert "".join(parts) == tc.arguments
 

@@ -11,8 +11,9 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolwire.models import ModelDelta
 from toolwire.models.openai import _coalesced, read_deltas
-from toolwire.models.openai_wire import ChatStreamAssembler, StreamDelta
+from toolwire.models.openai_wire import ChatStreamAssembler
 from toolwire.models.sse import SSEDecoder
 
 
@@ -44,9 +45,9 @@ CHUNKS = st.one_of(
 )
 
 
-def _one_by_one(chunks: list[dict[str, Any]]) -> list[StreamDelta]:
+def _one_by_one(chunks: list[dict[str, Any]]) -> list[ModelDelta]:
     assembler = ChatStreamAssembler()
-    out: list[StreamDelta] = []
+    out: list[ModelDelta] = []
     for chunk in chunks:
         out += assembler.feed(chunk)
     return _coalesced(out)
@@ -57,7 +58,7 @@ def _one_by_one(chunks: list[dict[str, Any]]) -> list[StreamDelta]:
 def test_a_read_gives_the_chunks_deltas_joined(chunks: list[dict[str, Any]], size: int) -> None:
     body = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks)
     decoder, assembler = SSEDecoder(), ChatStreamAssembler()
-    got: list[StreamDelta] = []
+    got: list[ModelDelta] = []
     for start in range(0, len(body), size):
         batch, done = read_deltas(body[start : start + size], decoder, assembler)
         assert not done
@@ -106,7 +107,7 @@ def test_runs_of_text_chunks_read_from_the_bytes_give_the_same_deltas(
     chunks = [_chunk({"content": "start"}), *chunks]
     body = b"".join(WRITERS[writer](c) for c in chunks) + b"data: [DONE]\n\n"
     decoder, assembler = SSEDecoder(), ChatStreamAssembler()
-    got: list[StreamDelta] = []
+    got: list[ModelDelta] = []
     done = False
     for start in range(0, len(body), size):
         batch, done = read_deltas(body[start : start + size], decoder, assembler)

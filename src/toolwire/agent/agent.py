@@ -7,7 +7,7 @@ import contextlib
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,15 +26,15 @@ from toolwire.agent.events import (
 from toolwire.agent.journal import LEASE_SECONDS, RunJournal, new_holder
 from toolwire.agent.result import PendingApproval, RunResult, Step
 from toolwire.agent.state import ApprovalDecision, Decision, RunState, decision_of
+from toolwire.models import ModelContentDelta, ModelReasoningDelta
 from toolwire.models.base import Model, ModelError, ModelResponse, ModelSettings
 from toolwire.models.messages import (
+    AssistantMessage,
     Message,
     SystemMessage,
     ToolMessage,
     UserMessage,
 )
-from toolwire.parsing.events import ContentDelta
-from toolwire.parsing.events import ReasoningDelta as ModelReasoningDelta
 from toolwire.runner import Approver, Policy, ToolRunner
 from toolwire.runner.audit import Grant, redact_arguments_json
 from toolwire.store.base import (
@@ -380,14 +380,15 @@ class Agent:
         return [*offered, *state.client_tools], by_name, client_names
 
     async def _loop(self, run: _Run, stream: bool) -> AsyncGenerator[AgentEvent, None]:
+        """Model turn → its calls split (agent, client, past the cap) → agent calls run →
+        results recorded → stop (answer, approvals, client calls) or the next turn."""
         state = run.state
         tools, by_name, client_names = await self._tools(state, run.ctx)
-        settings = state.settings
         for _ in range(self.max_iterations):
             response: ModelResponse | None = None
+            started = time.time_ns()
             if stream:
-                started = time.time_ns()
-                turn_events = self._stream_turn(state.messages, tools, settings)
+                turn_events = self._stream_turn(state.messages, tools, state.settings)
                 async with contextlib.aclosing(turn_events) as turn:
                     async for item in turn:
                         if isinstance(item, ModelResponse):
@@ -395,99 +396,116 @@ class Agent:
                         else:
                             yield item
             else:
-                started = time.time_ns()
-                response = await self.model.complete(state.messages, tools, settings)
-                if response.message.reasoning:
-                    yield ReasoningDelta(text=response.message.reasoning)
-                if response.message.content:
-                    yield TextDelta(text=response.message.content)
+                response = await self.model.complete(state.messages, tools, state.settings)
+                for event in _answer_events(response.message):
+                    yield event
             assert response is not None
             _trace_turn(self.model.name, started, response)
             state.usage.add(response.usage)
             step = Step(response=response)
             state.steps.append(step)
-            message = response.message
-            if not message.tool_calls:
-                state.messages.append(message)
-                state.status, state.output = "completed", message.content or ""
+            if not response.message.tool_calls:
+                state.messages.append(response.message)
+                state.status, state.output = "completed", response.message.content or ""
                 return
-
-            if settings is not None and settings.tool_choice not in (None, "auto", "none"):
-                # A forced choice would force a call on every turn: the loop could never end.
-                settings = replace(settings, tool_choice="auto")
-                state.settings = settings
-            all_calls, stored = _prepare_calls(message.tool_calls)
-            state.messages.append(replace(message, tool_calls=stored))
-            limit = self.max_tool_calls
-            over = all_calls[limit:]
-            all_calls = all_calls[:limit]
-            foreign = state.unknown_calls_to_client
-            client_calls = [
-                c
-                for c in all_calls
-                if c.name in client_names or (foreign and c.name not in by_name)
-            ]
-            calls = [c for c in all_calls if c not in client_calls]
-            for call in calls:
-                yield ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments)
+            calls, client_calls, over = self._take_calls(state, response, by_name, client_names)
             approvals: dict[str, PendingApproval] = {}
-            if calls:
-                changes = run.journal is not None and any(
-                    (tool := by_name.get(c.name)) is not None and tool.effects != "read"
-                    for c in calls
-                )
-                async with _guard(run, state) if changes else contextlib.nullcontext():
-                    later = run.announce if run.journal is not None else None
-                    run_events = self._run_tools(calls, by_name, run.ctx, approvals, later)
-                    async with contextlib.aclosing(run_events) as tool_events:
-                        async for event in tool_events:
-                            if isinstance(event, list):
-                                step.tool_results = event
-                            else:
-                                yield event
-
+            run_events = self._run_calls(run, step, calls, by_name, approvals)
+            async with contextlib.aclosing(run_events) as call_events:
+                async for event in call_events:
+                    yield event
             pending: list[ToolCall] = []
-            for call, result in zip(calls, step.tool_results, strict=True):
-                yield ToolCallResult(result=result)
-                if result.error is not None and result.error.code == "awaiting_approval":
-                    pending.append(call)
-                    continue
-                state.messages.append(_tool_message(call, result))
-            for call in over:
-                # Past the cap nothing runs and nothing goes to the client; the model is told.
-                refused = ToolResult.fail(
-                    call.id,
-                    call.name,
-                    "too_many_calls",
-                    f"Not run: a turn may make at most {limit} tool calls and this one made "
-                    f"{limit + len(over)}. Make fewer calls at once; the first {limit} ran.",
-                )
-                step.tool_results.append(refused)
-                yield ToolCallResult(result=refused)
-                state.messages.append(_tool_message(call, refused))
-            state.pending_calls = pending
-            state.approvals = [approvals[c.id] for c in pending if c.id in approvals]
-            state.client_calls = client_calls
-            if pending:
-                # Approvals first, even beside client calls: they are stored with the run
-                # and announced now; the client's calls go back once the run resumes.
-                names = ", ".join(sorted({c.name for c in pending}))
-                state.status = "awaiting_approval"
-                state.output = (
-                    f"Waiting for approval to run {names} ({len(pending)} call(s) pending)."
-                )
+            for event in self._record_results(state, step, calls, over, pending):
+                yield event
+            if _pause(state, pending, approvals, client_calls):
                 return
-            if client_calls:
-                state.status = "client_tool_calls"
-                state.output = _client_calls_output(client_calls)
-                return
-
         n = self.max_iterations
         state.status = "max_iterations"
         state.output = (
             f"Stopped after {n} iteration(s) without a final answer: the model was still "
             f"calling tools (max_iterations={n}). The tool results so far are in the messages."
         )
+
+    def _take_calls(
+        self,
+        state: RunState,
+        response: ModelResponse,
+        by_name: dict[str, Tool],
+        client_names: set[str],
+    ) -> tuple[list[ToolCall], list[ToolCall], list[ToolCall]]:
+        """Keep the turn's message; split its calls into the agent's, the client's, and
+        those past `max_tool_calls`."""
+        settings = state.settings
+        if settings is not None and settings.tool_choice not in (None, "auto", "none"):
+            # A forced choice would force a call on every turn: the loop could never end.
+            state.settings = replace(settings, tool_choice="auto")
+        all_calls, stored = _prepare_calls(response.message.tool_calls)
+        state.messages.append(replace(response.message, tool_calls=stored))
+        limit = self.max_tool_calls
+        over = all_calls[limit:]
+        all_calls = all_calls[:limit]
+        foreign = state.unknown_calls_to_client
+        client_calls = [
+            c for c in all_calls if c.name in client_names or (foreign and c.name not in by_name)
+        ]
+        calls = [c for c in all_calls if c not in client_calls]
+        return calls, client_calls, over
+
+    async def _run_calls(
+        self,
+        run: _Run,
+        step: Step,
+        calls: list[ToolCall],
+        by_name: dict[str, Tool],
+        approvals: dict[str, PendingApproval],
+    ) -> AsyncGenerator[AgentEvent, None]:
+        """Announce and run the agent's calls; their results go to `step.tool_results`."""
+        for call in calls:
+            yield ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments)
+        if not calls:
+            return
+        changes = run.journal is not None and any(
+            (tool := by_name.get(c.name)) is not None and tool.effects != "read" for c in calls
+        )
+        async with _guard(run, run.state) if changes else contextlib.nullcontext():
+            later = run.announce if run.journal is not None else None
+            run_events = self._run_tools(calls, by_name, run.ctx, approvals, later)
+            async with contextlib.aclosing(run_events) as tool_events:
+                async for event in tool_events:
+                    if isinstance(event, list):
+                        step.tool_results = event
+                    else:
+                        yield event
+
+    def _record_results(
+        self,
+        state: RunState,
+        step: Step,
+        calls: list[ToolCall],
+        over: list[ToolCall],
+        pending: list[ToolCall],
+    ) -> Iterator[ToolCallResult]:
+        """Each result as an event and a tool message; calls awaiting approval go to
+        `pending` instead, and calls past the cap are refused."""
+        for call, result in zip(calls, step.tool_results, strict=True):
+            yield ToolCallResult(result=result)
+            if result.error is not None and result.error.code == "awaiting_approval":
+                pending.append(call)
+                continue
+            state.messages.append(_tool_message(call, result))
+        limit = self.max_tool_calls
+        for call in over:
+            # Past the cap nothing runs and nothing goes to the client; the model is told.
+            refused = ToolResult.fail(
+                call.id,
+                call.name,
+                "too_many_calls",
+                f"Not run: a turn may make at most {limit} tool calls and this one made "
+                f"{limit + len(over)}. Make fewer calls at once; the first {limit} ran.",
+            )
+            step.tool_results.append(refused)
+            yield ToolCallResult(result=refused)
+            state.messages.append(_tool_message(call, refused))
 
     async def _claim(
         self, run: str | RunState | RunResult, decisions: Mapping[str, Decision]
@@ -665,7 +683,7 @@ class Agent:
         events = self.model.stream(messages, tools, settings)
         try:
             async for item in events:
-                if isinstance(item, ContentDelta):
+                if isinstance(item, ModelContentDelta):
                     if item.text:
                         yield TextDelta(text=item.text)
                 elif isinstance(item, ModelReasoningDelta):
@@ -673,7 +691,7 @@ class Agent:
                         yield ReasoningDelta(text=item.text)
                 elif isinstance(item, ModelResponse):
                     response = item
-                # ToolCallStart / ToolCallArgsDelta are progress only; the complete calls
+                # ModelToolCallStart / ModelToolCallArgsDelta are progress only; the complete calls
                 # come in the ModelResponse.
         finally:
             # Close the model's stream (and its HTTP response) now, not when it is collected.
@@ -881,6 +899,40 @@ class _Run:
             # No copy: `resume` works on its own copy of whatever it is given.
             state=state if paused else None,
         )
+
+
+def _answer_events(message: AssistantMessage) -> list[AgentEvent]:
+    """A non-streamed turn's reasoning and text, as a stream would have brought them."""
+    events: list[AgentEvent] = []
+    if message.reasoning:
+        events.append(ReasoningDelta(text=message.reasoning))
+    if message.content:
+        events.append(TextDelta(text=message.content))
+    return events
+
+
+def _pause(
+    state: RunState,
+    pending: list[ToolCall],
+    approvals: dict[str, PendingApproval],
+    client_calls: list[ToolCall],
+) -> bool:
+    """Whether the run stops after this turn's calls (and with what status)."""
+    state.pending_calls = pending
+    state.approvals = [approvals[c.id] for c in pending if c.id in approvals]
+    state.client_calls = client_calls
+    if pending:
+        # Approvals first, even beside client calls: they are stored with the run
+        # and announced now; the client's calls go back once the run resumes.
+        names = ", ".join(sorted({c.name for c in pending}))
+        state.status = "awaiting_approval"
+        state.output = f"Waiting for approval to run {names} ({len(pending)} call(s) pending)."
+        return True
+    if client_calls:
+        state.status = "client_tool_calls"
+        state.output = _client_calls_output(client_calls)
+        return True
+    return False
 
 
 def _trace_turn(model: str, started: int, response: ModelResponse) -> None:

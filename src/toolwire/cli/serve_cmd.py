@@ -21,6 +21,8 @@ from toolwire.cli._common import discover_config, exit_with, stderr_console
 from toolwire.cli.render import Waiting
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
     from toolwire.server import ConfigDocument, ConfigProblem, GatewayConfig
     from toolwire.server.gateway import Gateway
     from toolwire.store import Store
@@ -96,6 +98,16 @@ def serve(
     count = _worker_count(workers)
     if log_format not in ("text", "json"):
         raise exit_with(f"--log-format must be 'text' or 'json', not {log_format!r}.")
+    config, settings = _settings(config, host, port)
+    app = _create_app(settings, access_log)
+    sock = _bind(settings, app.state.gateway, count)
+    _run(app, sock, settings, config, count, access_log, log_format, drain_seconds)
+
+
+def _settings(
+    config: Path | None, host: str | None, port: int | None
+) -> tuple[Path | None, GatewayConfig]:
+    """The config file found (if any) and the settings, with the command line's overrides."""
     from toolwire.server import MissingExtraError, require_server_extra
 
     try:
@@ -115,14 +127,21 @@ def serve(
         settings = settings.model_copy(update=updates)
     if not 0 <= settings.port <= 65535:
         raise exit_with(f"--port must be between 0 and 65535, not {settings.port}.")
+    return config, settings
 
-    from toolwire.server import create_app
+
+def _create_app(settings: GatewayConfig, access_log: bool) -> Starlette:
+    from toolwire.server import ConfigError, create_app
 
     try:
-        app = create_app(settings, access_log=access_log)
+        return create_app(settings, access_log=access_log)
     except ConfigError as exc:
         _print_problems(exc.problems)
         raise typer.Exit(2) from None
+
+
+def _bind(settings: GatewayConfig, gateway: Gateway, count: int) -> socket.socket:
+    """The listening socket, once the store is known to fit `count` workers and to work."""
     try:
         sock = _listen(settings.host, settings.port)
     except OSError as exc:
@@ -132,7 +151,6 @@ def serve(
             "Choose another --port or stop what is using it.",
             code=1,
         ) from None
-    gateway = app.state.gateway
     if count > 1 and not gateway.store.durable:
         sock.close()
         raise exit_with(
@@ -145,6 +163,21 @@ def serve(
     if problem is not None:
         sock.close()
         raise exit_with(problem, code=1)
+    return sock
+
+
+def _run(
+    app: Starlette,
+    sock: socket.socket,
+    settings: GatewayConfig,
+    config: Path | None,
+    count: int,
+    access_log: bool,
+    log_format: str,
+    drain_seconds: int,
+) -> None:
+    """Serve on `sock` until stopped: in this process, or in `count` worker processes."""
+    gateway: Gateway = app.state.gateway
     bound_host, bound_port = sock.getsockname()[:2]
 
     def banner() -> None:

@@ -1,4 +1,9 @@
-"""Upstream model clients behind one `Model` protocol."""
+"""Upstream model clients behind one `Model` protocol.
+
+`Model.stream()` yields this layer's own events (`ModelContentDelta`, `ModelReasoningDelta`,
+`ModelToolCallStart`, `ModelToolCallArgsDelta`, then one `ModelResponse`), distinct from
+the parser's and the agent's; see `toolwire.models.events`.
+"""
 
 from toolwire.models import messages
 from toolwire.models.anthropic import AnthropicModel
@@ -10,6 +15,13 @@ from toolwire.models.base import (
     ModelSettings,
     ModelStreamEvent,
     ToolChoice,
+)
+from toolwire.models.events import (
+    ModelContentDelta,
+    ModelDelta,
+    ModelReasoningDelta,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
 )
 from toolwire.models.messages import (
     AssistantMessage,
@@ -36,10 +48,15 @@ __all__ = [
     "FinishReason",
     "Message",
     "Model",
+    "ModelContentDelta",
+    "ModelDelta",
     "ModelError",
+    "ModelReasoningDelta",
     "ModelResponse",
     "ModelSettings",
     "ModelStreamEvent",
+    "ModelToolCallArgsDelta",
+    "ModelToolCallStart",
     "OfflineModel",
     "OpenAIChatModel",
     "ParsingModel",

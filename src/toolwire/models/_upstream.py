@@ -19,7 +19,12 @@ import httpx
 from toolwire.models._values import one_line
 from toolwire.models.aiohttp_transport import raw_transport
 from toolwire.models.base import ModelError, ModelResponse, ModelStreamEvent
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
+from toolwire.models.events import (
+    ModelContentDelta,
+    ModelReasoningDelta,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
+)
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -296,12 +301,12 @@ def as_events(response: ModelResponse) -> list[ModelStreamEvent]:
     msg = response.message
     events: list[ModelStreamEvent] = []
     if msg.reasoning:
-        events.append(ReasoningDelta(msg.reasoning))
+        events.append(ModelReasoningDelta(msg.reasoning))
     if msg.content:
-        events.append(ContentDelta(msg.content))
+        events.append(ModelContentDelta(msg.content))
     for index, call in enumerate(msg.tool_calls):
-        events.append(ToolCallStart(index, call.id, call.name))
-        events.append(ToolCallArgsDelta(index, call.arguments))
+        events.append(ModelToolCallStart(index, call.id, call.name))
+        events.append(ModelToolCallArgsDelta(index, call.arguments))
     events.append(response)
     return events
 

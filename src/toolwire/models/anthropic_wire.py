@@ -17,6 +17,13 @@ import orjson
 from toolwire.models._values import as_int, json_type, one_line, str_or_none
 from toolwire.models.base import FinishReason, ModelResponse, ModelSettings, ToolChoice
 from toolwire.models.call_ids import IdMap
+from toolwire.models.events import (
+    ModelContentDelta,
+    ModelDelta,
+    ModelReasoningDelta,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
+)
 from toolwire.models.messages import (
     AssistantMessage,
     Message,
@@ -25,14 +32,12 @@ from toolwire.models.messages import (
     Usage,
     UserMessage,
 )
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools.call import ToolCall, new_call_id
 from toolwire.tools.tool import Tool
 
 __all__ = [
     "ERROR_STATUS",
     "MessageStreamAssembler",
-    "StreamDelta",
     "UpstreamError",
     "WireError",
     "build_request",
@@ -43,7 +48,6 @@ __all__ = [
     "user_content",
 ]
 
-StreamDelta = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta
 
 ERROR_STATUS: Final[Mapping[str, int]] = {
     "invalid_request_error": 400,
@@ -323,8 +327,8 @@ class MessageStreamAssembler:
     """Turns the Messages API stream events into deltas and one final `ModelResponse`.
 
     Each event's deltas are returned as soon as it is fed. Tool calls are numbered from 0
-    in order of appearance (not by Anthropic's block index); `ToolCallStart` comes with
-    the `content_block_start` of a `tool_use` block, then one `ToolCallArgsDelta` per
+    in order of appearance (not by Anthropic's block index); `ModelToolCallStart` comes with
+    the `content_block_start` of a `tool_use` block, then one `ModelToolCallArgsDelta` per
     `input_json_delta`. `done` turns true at `message_stop`.
     """
 
@@ -339,7 +343,7 @@ class MessageStreamAssembler:
         self._model: str | None = None
         self.done = False
 
-    def feed(self, event: Any) -> list[StreamDelta]:
+    def feed(self, event: Any) -> list[ModelDelta]:
         """Take one decoded event (the JSON of one `data:` field); return its deltas.
 
         Raises:
@@ -372,7 +376,7 @@ class MessageStreamAssembler:
         # `ping` and event types added later carry nothing we use.
         return []
 
-    def _start(self, event: Mapping[str, Any]) -> list[StreamDelta]:
+    def _start(self, event: Mapping[str, Any]) -> list[ModelDelta]:
         index = _block_index(event)
         block = event.get("content_block")
         if not isinstance(block, Mapping):
@@ -392,10 +396,10 @@ class MessageStreamAssembler:
             call.start_input = block.get("input")
             self._calls.append(call)
             entry.call = call
-            return [ToolCallStart(call.index, call.id, call.name)]
+            return [ModelToolCallStart(call.index, call.id, call.name)]
         return []
 
-    def _delta(self, event: Mapping[str, Any]) -> list[StreamDelta]:
+    def _delta(self, event: Mapping[str, Any]) -> list[ModelDelta]:
         index = _block_index(event)
         delta = event.get("delta")
         if not isinstance(delta, Mapping):
@@ -412,30 +416,30 @@ class MessageStreamAssembler:
             fragment = delta.get("partial_json")
             if isinstance(fragment, str) and fragment:
                 block.call.args.append(fragment)
-                return [ToolCallArgsDelta(block.call.index, fragment)]
+                return [ModelToolCallArgsDelta(block.call.index, fragment)]
         # signature_delta and citations_delta carry nothing toolwire keeps.
         return []
 
-    def _stop(self, event: Mapping[str, Any]) -> list[StreamDelta]:
+    def _stop(self, event: Mapping[str, Any]) -> list[ModelDelta]:
         block = self._blocks.get(_block_index(event))
         call = block.call if block is not None else None
         if call is not None and not call.args and call.start_input:
             # Some proxies put the whole input in content_block_start instead of deltas.
             text = orjson.dumps(call.start_input).decode()
             call.args.append(text)
-            return [ToolCallArgsDelta(call.index, text)]
+            return [ModelToolCallArgsDelta(call.index, text)]
         return []
 
-    def _add_text(self, text: Any) -> list[StreamDelta]:
+    def _add_text(self, text: Any) -> list[ModelDelta]:
         if isinstance(text, str) and text:
             self._text.append(text)
-            return [ContentDelta(text)]
+            return [ModelContentDelta(text)]
         return []
 
-    def _add_thinking(self, text: Any) -> list[StreamDelta]:
+    def _add_thinking(self, text: Any) -> list[ModelDelta]:
         if isinstance(text, str) and text:
             self._thinking.append(text)
-            return [ReasoningDelta(text)]
+            return [ModelReasoningDelta(text)]
         return []
 
     def finish(self) -> ModelResponse:

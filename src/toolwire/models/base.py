@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
+from toolwire.models.events import ModelDelta
 from toolwire.models.messages import AssistantMessage, Message, Usage
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools.call import ToolArguments, ToolCall
 from toolwire.tools.tool import Tool
 
@@ -64,10 +64,10 @@ class ModelResponse:
         )
 
 
-ModelStreamEvent = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta | ModelResponse
+ModelStreamEvent = ModelDelta | ModelResponse
 """What `Model.stream` yields: deltas as they arrive, then exactly one `ModelResponse` last.
 
-`ToolCallStart` / `ToolCallArgsDelta` are informational (for showing progress); the
+`ModelToolCallStart` / `ModelToolCallArgsDelta` are informational (for showing progress); the
 authoritative calls are the ones in the final `ModelResponse`.
 """
 

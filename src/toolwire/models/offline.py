@@ -11,11 +11,21 @@ import orjson
 from toolwire.models._offline_args import fill_arguments, fill_calls
 from toolwire.models._offline_match import best_tool, split_clauses
 from toolwire.models.base import ModelResponse, ModelSettings, ModelStreamEvent
+from toolwire.models.events import (
+    ModelContentDelta,
+    ModelDelta,
+    ModelReasoningDelta,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
+)
 from toolwire.models.messages import AssistantMessage, Message, ToolMessage, Usage, UserMessage
 from toolwire.parsing import (
+    ContentDelta,
     ParsedOutput,
     ParseEvent,
     ParseFailure,
+    ReasoningDelta,
+    ToolCallStart,
     assemble,
     parse_output,
     parser_for,
@@ -88,13 +98,13 @@ class OfflineModel:
             new = parser.feed(text[i : i + n])
             events.extend(new)
             for event in new:
-                if not isinstance(event, ParseFailure):
-                    yield event
+                if (delta := _model_delta(event)) is not None:
+                    yield delta
         new = parser.finish()
         events.extend(new)
         for event in new:
-            if not isinstance(event, ParseFailure):
-                yield event
+            if (delta := _model_delta(event)) is not None:
+                yield delta
         yield _response(assemble(events))
 
     def write(
@@ -124,6 +134,20 @@ class OfflineModel:
 
 def _specs(tools: Sequence[Tool]) -> list[dict[str, Any]]:
     return [t.to_openai() for t in tools]
+
+
+def _model_delta(event: ParseEvent) -> ModelDelta | None:
+    """The model stream's event for a parser event (None for a `ParseFailure`, which the
+    text it carries already came back as content)."""
+    if isinstance(event, ContentDelta):
+        return ModelContentDelta(event.text)
+    if isinstance(event, ReasoningDelta):
+        return ModelReasoningDelta(event.text)
+    if isinstance(event, ToolCallStart):
+        return ModelToolCallStart(event.index, event.id, event.name)
+    if isinstance(event, ParseFailure):
+        return None
+    return ModelToolCallArgsDelta(event.index, event.text)
 
 
 def _response(parsed: ParsedOutput) -> ModelResponse:

@@ -21,10 +21,16 @@ from toolwire.models._upstream import (
 from toolwire.models._values import one_line, snippet
 from toolwire.models.base import ModelError, ModelResponse, ModelSettings, ModelStreamEvent
 from toolwire.models.call_ids import IdMap, IdStyle
+from toolwire.models.events import (
+    ModelContentDelta,
+    ModelDelta,
+    ModelReasoningDelta,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
+)
 from toolwire.models.messages import Message
 from toolwire.models.quirks import Engine, quirks_for
 from toolwire.models.sse import SSEDecoder, SSETooLarge
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools.tool import Tool
 
 __all__ = ["OpenAIChatModel"]
@@ -337,7 +343,7 @@ def _first_event_json(content: bytes) -> Any:
 
 def read_deltas(
     piece: bytes, decoder: SSEDecoder, assembler: wire.ChatStreamAssembler
-) -> tuple[list[wire.StreamDelta], bool]:
+) -> tuple[list[ModelDelta], bool]:
     """The deltas of one read of an upstream stream, and whether it held `[DONE]`.
 
     Deltas that arrived in one read go on as one: nothing waits for them, and a fast
@@ -367,12 +373,12 @@ def read_deltas(
             end = n if end < 0 else end + 2
         done = _decoded(decoder.feed(piece[pos:end]), shape, chunks)
         pos = end
-    batch: list[wire.StreamDelta] = []
+    batch: list[ModelDelta] = []
     i, n = 0, len(chunks)
     while i < n:
         text, i = assembler.feed_text_run(chunks, i)
         if text:
-            batch.append(ContentDelta(text))
+            batch.append(ModelContentDelta(text))
         if i < n:
             batch += assembler.feed(chunks[i])
             i += 1
@@ -405,33 +411,33 @@ def _decoded(events: list[bytes], shape: wire.TextChunkShape, chunks: list[Any])
     return False
 
 
-def _coalesced(deltas: list[wire.StreamDelta]) -> list[wire.StreamDelta]:
+def _coalesced(deltas: list[ModelDelta]) -> list[ModelDelta]:
     """Adjacent text deltas of the same kind (arguments: of the same call) joined."""
     if len(deltas) < 2:
         return deltas
-    out: list[wire.StreamDelta] = []
+    out: list[ModelDelta] = []
     texts: list[str] = []
 
     def flush() -> None:
         if len(texts) > 1:
             last = out[-1]
             text = "".join(texts)
-            if isinstance(last, ToolCallArgsDelta):
-                out[-1] = ToolCallArgsDelta(last.index, text)
-            elif isinstance(last, ContentDelta):
-                out[-1] = ContentDelta(text)
-            elif isinstance(last, ReasoningDelta):
-                out[-1] = ReasoningDelta(text)
+            if isinstance(last, ModelToolCallArgsDelta):
+                out[-1] = ModelToolCallArgsDelta(last.index, text)
+            elif isinstance(last, ModelContentDelta):
+                out[-1] = ModelContentDelta(text)
+            elif isinstance(last, ModelReasoningDelta):
+                out[-1] = ModelReasoningDelta(text)
         texts.clear()
 
     for delta in deltas:
         last = out[-1] if out else None
-        if isinstance(delta, ToolCallStart):
+        if isinstance(delta, ModelToolCallStart):
             flush()
             out.append(delta)
         elif type(delta) is type(last) and (
-            not isinstance(delta, ToolCallArgsDelta)
-            or (isinstance(last, ToolCallArgsDelta) and last.index == delta.index)
+            not isinstance(delta, ModelToolCallArgsDelta)
+            or (isinstance(last, ModelToolCallArgsDelta) and last.index == delta.index)
         ):
             texts.append(delta.text)
         else:

@@ -20,6 +20,13 @@ import orjson
 from toolwire.models._values import as_int, json_type, one_line, str_or_none
 from toolwire.models.base import FinishReason, ModelResponse, ModelSettings, ToolChoice
 from toolwire.models.call_ids import IdMap
+from toolwire.models.events import (
+    ModelContentDelta,
+    ModelDelta,
+    ModelReasoningDelta,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
+)
 from toolwire.models.messages import (
     AssistantMessage,
     Message,
@@ -28,14 +35,12 @@ from toolwire.models.messages import (
     Usage,
     UserMessage,
 )
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools.call import ToolCall, new_call_id
 from toolwire.tools.tool import Tool
 
 __all__ = [
     "RESERVED_FIELDS",
     "ChatStreamAssembler",
-    "StreamDelta",
     "UpstreamError",
     "WireError",
     "build_request",
@@ -49,7 +54,6 @@ __all__ = [
     "wire_arguments",
 ]
 
-StreamDelta = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta
 
 _EMPTY_ARGS = "{}"
 
@@ -337,7 +341,7 @@ class _PartialCall:
     name: str | None = None
     args: list[str] = field(default_factory=list)
     client_id: str | None = None
-    """The id shown to the client, fixed when `ToolCallStart` is emitted."""
+    """The id shown to the client, fixed when `ModelToolCallStart` is emitted."""
 
 
 def plain_text(chunk: Any) -> str | None:
@@ -490,7 +494,7 @@ class ChatStreamAssembler:
     - arguments arriving before the name (buffered until the name is known);
     - arguments sent as a JSON object instead of text.
 
-    Calls without an id get a generated one. `ToolCallStart` is emitted as soon as a call's
+    Calls without an id get a generated one. `ModelToolCallStart` is emitted as soon as a call's
     name is known, and its id is the one the final response carries.
 
     Args:
@@ -515,7 +519,7 @@ class ChatStreamAssembler:
         """Whether a chunk carried a `finish_reason` (the answer is complete)."""
         return self._finish is not None
 
-    def feed(self, chunk: Any) -> list[StreamDelta]:
+    def feed(self, chunk: Any) -> list[ModelDelta]:
         """Take one decoded chunk (the JSON of one `data:` line); return its deltas.
 
         Raises:
@@ -538,7 +542,7 @@ class ChatStreamAssembler:
             return []
         if not isinstance(choices, list):
             raise WireError("'choices' in a stream event is not a list")
-        out: list[StreamDelta] = []
+        out: list[ModelDelta] = []
         for choice in choices:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
@@ -549,10 +553,10 @@ class ChatStreamAssembler:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning and isinstance(reasoning, str):
                 self._reasoning.append(reasoning)
-                out.append(ReasoningDelta(reasoning))
+                out.append(ModelReasoningDelta(reasoning))
             if content and isinstance(content, str):
                 self._content.append(content)
-                out.append(ContentDelta(content))
+                out.append(ModelContentDelta(content))
             tool_calls = delta.get("tool_calls")
             if tool_calls:
                 if not isinstance(tool_calls, list):
@@ -592,7 +596,7 @@ class ChatStreamAssembler:
         self._content.append(joined)
         return joined, i
 
-    def _feed_call(self, raw: dict[str, Any], out: list[StreamDelta]) -> None:
+    def _feed_call(self, raw: dict[str, Any], out: list[ModelDelta]) -> None:
         index = raw.get("index")
         key: int | None = index if type(index) is int else None
         call_id = str_or_none(raw.get("id"))
@@ -619,15 +623,15 @@ class ChatStreamAssembler:
 
         if call.client_id is not None:
             if fragment:
-                out.append(ToolCallArgsDelta(call.index, fragment))
+                out.append(ModelToolCallArgsDelta(call.index, fragment))
         elif call.name is not None:
             if call.id is None:
                 call.client_id = new_call_id()
             else:
                 call.client_id = call.id if self._ids is None else self._ids.client(call.id)
-            out.append(ToolCallStart(call.index, call.client_id, call.name))
+            out.append(ModelToolCallStart(call.index, call.client_id, call.name))
             if call.args:
-                out.append(ToolCallArgsDelta(call.index, "".join(call.args)))
+                out.append(ModelToolCallArgsDelta(call.index, "".join(call.args)))
 
     def finish(self) -> ModelResponse:
         """The complete response of everything fed so far."""

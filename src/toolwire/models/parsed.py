@@ -19,21 +19,27 @@ from toolwire.models.base import (
     ModelSettings,
     ModelStreamEvent,
 )
+from toolwire.models.events import (
+    ModelContentDelta,
+    ModelDelta,
+    ModelReasoningDelta,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
+)
 from toolwire.models.messages import AssistantMessage, Message
-from toolwire.parsing import ParseEvent, format_for, parser_for
-from toolwire.parsing.events import (
+from toolwire.parsing import (
     ContentDelta,
+    ParseEvent,
     ParseFailure,
     ReasoningDelta,
-    ToolCallArgsDelta,
     ToolCallStart,
+    format_for,
+    parser_for,
 )
 from toolwire.tools.call import ToolCall
 from toolwire.tools.tool import Tool
 
 __all__ = ["ParsedTurn", "ParsingModel", "call_limit"]
-
-_Delta = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta
 
 FailureHook = Callable[[str, ParseFailure], None]
 """Told the format and the failure of each call an output opened but did not write validly."""
@@ -93,24 +99,24 @@ class ParsedTurn:
         """The inner model's content exactly as it wrote it, calls included."""
         return "".join(self._raw)
 
-    def feed(self, event: _Delta) -> list[ModelStreamEvent]:
+    def feed(self, event: ModelDelta) -> list[ModelStreamEvent]:
         """Translate one event of the inner model; return the events to pass on."""
         out: list[ModelStreamEvent] = []
-        if isinstance(event, ContentDelta):
+        if isinstance(event, ModelContentDelta):
             self._raw.append(event.text)
             for parsed in self._parser.feed(event.text):
                 self._on_parsed(parsed, out)
-        elif isinstance(event, ReasoningDelta):
+        elif isinstance(event, ModelReasoningDelta):
             self._reasoning.append(event.text)
             out.append(event)
-        elif isinstance(event, ToolCallStart):
+        elif isinstance(event, ModelToolCallStart):
             index = self._native_index.setdefault(event.index, self._take_index())
             if self._keeps(index):
-                out.append(ToolCallStart(index, event.id, event.name))
+                out.append(ModelToolCallStart(index, event.id, event.name))
         else:
             mapped = self._native_index.get(event.index)
             if mapped is not None and self._keeps(mapped):
-                out.append(ToolCallArgsDelta(mapped, event.text))
+                out.append(ModelToolCallArgsDelta(mapped, event.text))
         return out
 
     def finish(self, response: ModelResponse) -> tuple[list[ModelStreamEvent], ModelResponse]:
@@ -131,8 +137,8 @@ class ParsedTurn:
             if not self._keeps(index):
                 continue
             if not streamed:
-                out.append(ToolCallStart(index, call.id, call.name))
-                out.append(ToolCallArgsDelta(index, call.arguments))
+                out.append(ModelToolCallStart(index, call.id, call.name))
+                out.append(ModelToolCallArgsDelta(index, call.arguments))
             calls[index] = call
         tool_calls = tuple(calls[i] for i in sorted(calls))
         message = AssistantMessage(
@@ -156,18 +162,19 @@ class ParsedTurn:
         return self._max is None or index < self._max
 
     def _on_parsed(self, event: ParseEvent, out: list[ModelStreamEvent]) -> None:
+        # The one place parser events become model events (toolwire.models.events).
         if isinstance(event, ContentDelta):
             self._content.append(event.text)
-            out.append(event)
+            out.append(ModelContentDelta(event.text))
         elif isinstance(event, ReasoningDelta):
             self._reasoning.append(event.text)
-            out.append(event)
+            out.append(ModelReasoningDelta(event.text))
         elif isinstance(event, ToolCallStart):
             index = self._take_index()
             self._parsed_index[event.index] = index
             if self._keeps(index):
                 self._parsed[index] = (event.id, event.name, [])
-                out.append(ToolCallStart(index, event.id, event.name))
+                out.append(ModelToolCallStart(index, event.id, event.name))
         elif isinstance(event, ParseFailure):
             if self._on_failure is not None:
                 self._on_failure(self._format, event)
@@ -175,7 +182,7 @@ class ParsedTurn:
             index = self._parsed_index[event.index]
             if self._keeps(index):
                 self._parsed[index][2].append(event.text)
-                out.append(ToolCallArgsDelta(index, event.text))
+                out.append(ModelToolCallArgsDelta(index, event.text))
 
 
 def _finish_reason(upstream: FinishReason, has_calls: bool) -> FinishReason:
@@ -221,13 +228,13 @@ async def complete_turn(
     response = await inner.complete(messages, tools, settings)
     message = response.message
     if message.reasoning:
-        turn.feed(ReasoningDelta(message.reasoning))
+        turn.feed(ModelReasoningDelta(message.reasoning))
     if message.content:
-        turn.feed(ContentDelta(message.content))
+        turn.feed(ModelContentDelta(message.content))
     # Native calls before the parser's end, as in a stream: a parsed call completed only
     # by the end of the output is numbered after them there too.
     for i, call in enumerate(message.tool_calls):
-        turn.feed(ToolCallStart(i, call.id, call.name))
+        turn.feed(ModelToolCallStart(i, call.id, call.name))
     return turn.finish(response)[1]
 
 

@@ -19,8 +19,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from dataclasses import dataclass
 
 from toolwire.models.base import ModelError, ModelResponse, ModelSettings, ModelStreamEvent
+from toolwire.models.events import (
+    ModelContentDelta,
+    ModelReasoningDelta,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
+)
 from toolwire.models.messages import AssistantMessage, Message, Usage
-from toolwire.parsing.events import ContentDelta, ReasoningDelta, ToolCallArgsDelta, ToolCallStart
 from toolwire.tools.tool import Tool
 
 __all__ = ["ScriptExhaustedError", "ScriptedModel", "ScriptedRequest", "ScriptedResponse"]
@@ -57,7 +62,7 @@ class ScriptedModel:
     """A `Model` that replays scripted responses in order and records every request.
 
     `stream()` yields the same response in small pieces: text and reasoning as chunks of
-    `chunk_size` characters, each tool call as a `ToolCallStart` followed by partial
+    `chunk_size` characters, each tool call as a `ModelToolCallStart` followed by partial
     argument deltas, then the complete `ModelResponse`.
 
     Args:
@@ -124,16 +129,16 @@ class ScriptedModel:
         if msg.reasoning:
             text = msg.reasoning
             for i in range(0, len(text), n):
-                yield ReasoningDelta(text[i : i + n])
+                yield ModelReasoningDelta(text[i : i + n])
         if msg.content:
             text = msg.content
             for i in range(0, len(text), n):
-                yield ContentDelta(text[i : i + n])
+                yield ModelContentDelta(text[i : i + n])
         for index, call in enumerate(msg.tool_calls):
-            yield ToolCallStart(index, call.id, call.name)
+            yield ModelToolCallStart(index, call.id, call.name)
             args = call.arguments
             for i in range(0, len(args), n):
-                yield ToolCallArgsDelta(index, args[i : i + n])
+                yield ModelToolCallArgsDelta(index, args[i : i + n])
         yield response
 
     async def _next(

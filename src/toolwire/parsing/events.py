@@ -1,4 +1,11 @@
-"""Stream events of the parsers and the assembled `ParsedOutput`."""
+"""Stream events of the parsers and the assembled `ParsedOutput`.
+
+These belong to the parsing layer, which depends on nothing else in the package; they
+are what `parser_for(...).feed()` returns and nothing more. A model's stream has its own
+types (`toolwire.models.ModelContentDelta`, ...), made from these in `ParsedTurn`, and the
+agent has its own run events (`toolwire.agent`): code outside the parsers never needs
+two classes of one name.
+"""
 
 from __future__ import annotations
 

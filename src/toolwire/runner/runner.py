@@ -312,83 +312,129 @@ class ToolRunner:
     async def _exec(
         self, call: ToolCall, ctx: ToolContext, approver: Approver | None, trace: _Trace
     ) -> ToolResult:
-        policy = self.policy
+        """Resolve → allowlist → arguments → scopes → approval → cache → execute; each
+        stage either passes the call on or answers it."""
+        # A known tool is looked up inline: the hot path awaits no extra coroutine.
         entries = self._entries
         entry = entries.get(call.name) if entries is not None else None
         if entry is None:
-            try:
-                entry = await self._lookup(call.name)
-            except Exception as exc:
-                logger.error("Listing the tools failed (call %s)", call.id, exc_info=exc)
-                return ToolResult.fail(
-                    call.id,
-                    call.name,
-                    "execution_error",
-                    f"Tool {call.name!r} could not be run: the list of tools is unavailable "
-                    f"({type(exc).__name__}). Try again later or continue without it.",
-                )
-            if entry is None:
-                return self._unknown(call)
+            found = await self._resolve(call)
+            if isinstance(found, ToolResult):
+                return found
+            entry = found
         tool = trace.tool = entry.tool
-        name = tool.name
-        if entry.allowed is None and policy.require_allowlist:
-            # Refused before it runs: its result could not be shown, whatever its shape, and
-            # a write tool's effect should not happen for a result nobody may see.
-            logger.warning("%s", missing_allowlist(name))
-            return ToolResult.fail(
-                call.id,
-                name,
-                "execution_error",
-                f"Tool {name!r} cannot be used here: it declares no result allowlist, which "
-                "this server's policy requires. Do not call it again; continue without it.",
-            )
+        refused = self._unlisted(call, entry)
+        if refused is not None:
+            return refused
         spec = entry.spec
         if spec is None:
-            spec = entry.spec = ArgumentSpec(name, tool.input_schema)
-
+            spec = entry.spec = ArgumentSpec(tool.name, tool.input_schema)
         try:
-            args, repaired = spec.prepare(call.arguments, repair=policy.repair_arguments)
+            args, repaired = spec.prepare(call.arguments, repair=self.policy.repair_arguments)
         except ArgumentError as exc:
             return self._invalid(call, ctx, exc.code, exc.message)
         trace.arguments = args
+        refused = self._forbidden(call, entry, ctx, repaired)
+        if refused is None and tool.effects == "destructive":
+            refused = await self._approve(call, tool, args, ctx, approver, trace, repaired)
+        if refused is not None:
+            return refused
+        if tool.cache_ttl is None or tool.effects != "read":
+            return await self._execute(call, ctx, entry, args, repaired, trace, None)
+        key = cache_key(tool.name, args, ctx, shared=tool.cache_shared)
+        hit = await self.cache.get(key)
+        if hit is not None:
+            return ToolResult.ok(
+                call.id, tool.name, orjson.loads(hit), repaired=repaired, cached=True
+            )
+        return await self._execute_once(call, ctx, entry, args, repaired, trace, key)
 
-        if entry.scopes and not entry.scopes <= ctx.scopes:
-            missing = ", ".join(repr(s) for s in sorted(entry.scopes - ctx.scopes))
+    async def _resolve(self, call: ToolCall) -> _Entry | ToolResult:
+        """The tool of a call not in the known list (listing again), or the result that
+        answers a call to no tool."""
+        try:
+            entry = await self._lookup(call.name)
+        except Exception as exc:
+            logger.error("Listing the tools failed (call %s)", call.id, exc_info=exc)
             return ToolResult.fail(
                 call.id,
-                name,
-                "forbidden",
-                f"Tool {name!r} needs permissions this caller does not have ({missing}). "
-                "Do not call it again; tell the user it is not available to them.",
-                repaired=repaired,
+                call.name,
+                "execution_error",
+                f"Tool {call.name!r} could not be run: the list of tools is unavailable "
+                f"({type(exc).__name__}). Try again later or continue without it.",
             )
+        return self._unknown(call) if entry is None else entry
 
-        if tool.effects == "destructive":
-            asked = perf_counter()
-            refused = await decide(
-                ToolCall(id=call.id, name=name, arguments=orjson.dumps(args).decode()),
-                tool,
-                ctx,
-                policy=policy,
-                approver=approver,
-            )
-            trace.approval_wait = perf_counter() - asked
-            if refused is not None:
-                return ToolResult(
-                    call_id=call.id, name=name, success=False, error=refused, repaired=repaired
-                )
+    def _unlisted(self, call: ToolCall, entry: _Entry) -> ToolResult | None:
+        """Refuses a tool without a result allowlist when the policy requires one."""
+        if entry.allowed is not None or not self.policy.require_allowlist:
+            return None
+        # Refused before it runs: its result could not be shown, whatever its shape, and
+        # a write tool's effect should not happen for a result nobody may see.
+        name = entry.tool.name
+        logger.warning("%s", missing_allowlist(name))
+        return ToolResult.fail(
+            call.id,
+            name,
+            "execution_error",
+            f"Tool {name!r} cannot be used here: it declares no result allowlist, which "
+            "this server's policy requires. Do not call it again; continue without it.",
+        )
 
-        key: str | None = None
-        if tool.cache_ttl is not None and tool.effects == "read":
-            key = cache_key(name, args, ctx, shared=tool.cache_shared)
-            hit = await self.cache.get(key)
-            if hit is not None:
-                return ToolResult.ok(
-                    call.id, name, orjson.loads(hit), repaired=repaired, cached=True
-                )
+    def _forbidden(
+        self, call: ToolCall, entry: _Entry, ctx: ToolContext, repaired: list[str]
+    ) -> ToolResult | None:
+        """Refuses a caller that lacks one of the tool's scopes."""
+        if not entry.scopes or entry.scopes <= ctx.scopes:
+            return None
+        name = entry.tool.name
+        missing = ", ".join(repr(s) for s in sorted(entry.scopes - ctx.scopes))
+        return ToolResult.fail(
+            call.id,
+            name,
+            "forbidden",
+            f"Tool {name!r} needs permissions this caller does not have ({missing}). "
+            "Do not call it again; tell the user it is not available to them.",
+            repaired=repaired,
+        )
 
-        if key is None:
-            return await self._execute(call, ctx, entry, args, repaired, trace, None)
+    async def _approve(
+        self,
+        call: ToolCall,
+        tool: Tool,
+        args: dict[str, Any],
+        ctx: ToolContext,
+        approver: Approver | None,
+        trace: _Trace,
+        repaired: list[str],
+    ) -> ToolResult | None:
+        """Asks for a destructive call's approval; the refusal, if it is refused."""
+        asked = perf_counter()
+        refused = await decide(
+            ToolCall(id=call.id, name=tool.name, arguments=orjson.dumps(args).decode()),
+            tool,
+            ctx,
+            policy=self.policy,
+            approver=approver,
+        )
+        trace.approval_wait = perf_counter() - asked
+        if refused is None:
+            return None
+        return ToolResult(
+            call_id=call.id, name=tool.name, success=False, error=refused, repaired=repaired
+        )
+
+    async def _execute_once(
+        self,
+        call: ToolCall,
+        ctx: ToolContext,
+        entry: _Entry,
+        args: dict[str, Any],
+        repaired: list[str],
+        trace: _Trace,
+        key: str,
+    ) -> ToolResult:
+        """Runs a cacheable call, or shares the outcome of the same call already running."""
         leader = self._inflight.get(key)
         if leader is not None and leader.get_loop() is asyncio.get_running_loop():
             # The same call (same caller, same arguments) is running: share its outcome
@@ -445,7 +491,8 @@ class ToolRunner:
         token = current_execution.set(execution)
         try:
             async with deadline:
-                out = await self.provider.execute_tool(name, args, ctx)
+                # `object`: a provider outside the protocol may return the bare value.
+                out: object = await self.provider.execute_tool(name, args, ctx)
         except TimeoutError as exc:
             if deadline.expired():
                 return self._timed_out(call, ctx, tool, args, timeout, execution, trace, repaired)

@@ -219,7 +219,7 @@ class MockTools:
         return self.tools
 
     async def execute_tool(
-        self, name: str, arguments: dict[str, Any], ctx: ToolContext | None = None
+        self, name: str, arguments: dict[str, Any] | ToolArguments, ctx: ToolContext | None = None
     ) -> ToolResult:
         """Run a mocked tool; `ctx` may be left out, as the seed's tests call it.
 

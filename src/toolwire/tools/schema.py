@@ -154,11 +154,7 @@ def function_schema(
         ToolDefinitionError: Naming the function and every parameter at fault.
     """
     label = _label(fn)
-    tool_name = name or getattr(fn, "__name__", None)
-    if not tool_name or tool_name == "<lambda>":
-        raise ToolDefinitionError(
-            f"Cannot make a tool from {label}: it has no usable name; pass name=... to @tool."
-        )
+    tool_name = _tool_name(fn, name, label)
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError) as exc:
@@ -166,108 +162,156 @@ def function_schema(
 
     doc = parse_docstring(getattr(fn, "__doc__", None))
     globalns = _globals_of(fn)
-    problems: list[str] = []
+    params = _Parameters()
     if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
-        problems.append("generator functions are not supported; return a list instead")
-
-    fields: dict[str, Any] = {}
-    internal: list[tuple[str, str]] = []
-    order: list[tuple[str, bool]] = []
-    descriptions: dict[str, str] = {}
-    context_param: str | None = None
+        params.problems.append("generator functions are not supported; return a list instead")
     for index, param in enumerate(signature.parameters.values()):
-        pname = param.name
-        if param.kind is param.VAR_POSITIONAL:
-            problems.append(
-                f"*{pname} is not supported; declare each argument as a named parameter"
-            )
-            continue
-        if param.kind is param.VAR_KEYWORD:
-            problems.append(
-                f"**{pname} is not supported; declare each argument as a named parameter"
-            )
-            continue
-        if param.annotation is param.empty:
-            problems.append(
-                f"parameter {pname!r} has no type annotation; add one, e.g. `{pname}: str`"
-            )
-            continue
-        try:
-            annotation = _resolve(param.annotation, globalns)
-        except Exception as exc:
-            problems.append(
-                f"parameter {pname!r}: cannot resolve annotation {param.annotation!r} "
-                f"({type(exc).__name__}: {exc}); define or import it at module level"
-            )
-            continue
-        positional_only = param.kind is param.POSITIONAL_ONLY
-        if _is_context(annotation):
-            if context_param is not None:
-                problems.append(
-                    f"parameters {context_param!r} and {pname!r} are both ToolContext; keep one"
-                )
-            context_param = pname
-            order.append((pname, positional_only))
-            continue
-        if pname.startswith("_"):
-            # Leading underscores mark private names in most providers' tool schemas.
-            problems.append(f"parameter {pname!r}: names starting with '_' are not allowed")
-            continue
-
-        param_problems = _type_problems(annotation, set())
-        problems.extend(f"parameter {pname!r}: {p}" for p in param_problems)
-        has_default = param.default is not param.empty
-        if has_default and not isinstance(param.default, FieldInfo):
-            try:
-                to_jsonable_python(param.default)
-            except PydanticSerializationError:
-                problems.append(
-                    f"parameter {pname!r}: default {param.default!r} is not JSON-serialisable; "
-                    "use a JSON value or None"
-                )
-        if param_problems:
-            continue
-
-        annotated_desc = _annotated_description(annotation, param.default)
-        desc = annotated_desc or doc.parameters.get(pname)
-        if desc:
-            descriptions[pname] = desc
-        info_kwargs: dict[str, Any] = {"alias": pname}
-        if desc and not annotated_desc:
-            info_kwargs["description"] = desc
-        if isinstance(param.default, FieldInfo):
-            field_annotation: Any = Annotated[annotation, param.default]
-        else:
-            field_annotation = annotation
-            if has_default:
-                info_kwargs["default"] = param.default
-        internal_name = f"p{index}"
-        fields[internal_name] = (field_annotation, Field(**info_kwargs))
-        internal.append((internal_name, pname))
-        order.append((pname, positional_only))
-
-    model: type[BaseModel] | None = None
-    raw_schema: dict[str, Any] = {}
-    if not problems:
-        model, raw_schema, build_problems = _build_model(tool_name, fields, internal)
-        problems.extend(build_problems)
-    if problems:
-        listed = "\n".join(f"  - {p}" for p in problems)
-        raise ToolDefinitionError(f"Cannot make a tool from {label}:\n{listed}")
-    assert model is not None
+        _read_parameter(params, index, param, doc.parameters, globalns)
+    model, raw_schema = _arguments_model(tool_name, label, params)
 
     return FunctionSchema(
         name=tool_name,
         description=description if description is not None else doc.description,
         parameters=clean_schema(raw_schema),
-        parameter_descriptions=descriptions,
-        context_param=context_param,
+        parameter_descriptions=params.descriptions,
+        context_param=params.context_param,
         is_async=_is_async(fn),
         result_fields=result_fields_of(_return_annotation(fn, globalns)),
         arguments_model=model,
-        _order=tuple(order),
-        _internal=tuple(internal),
+        _order=tuple(params.order),
+        _internal=tuple(params.internal),
     )
+
+
+@dataclass(slots=True)
+class _Parameters:
+    """What a signature's parameters make, gathered one parameter at a time."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+    """The arguments model's fields, by internal name (`p<index>`)."""
+    internal: list[tuple[str, str]] = field(default_factory=list)
+    """(internal name, parameter name) of each model field."""
+    order: list[tuple[str, bool]] = field(default_factory=list)
+    """(parameter name, positional-only) of each parameter a call passes, context included."""
+    descriptions: dict[str, str] = field(default_factory=dict)
+    context_param: str | None = None
+    problems: list[str] = field(default_factory=list)
+    """Everything wrong, collected so that one error names each fault."""
+
+
+_SKIP: Any = object()
+"""`_annotation`'s answer for a parameter that cannot be a field (its problem is noted)."""
+
+
+def _tool_name(fn: Callable[..., Any], name: str | None, label: str) -> str:
+    tool_name = name or getattr(fn, "__name__", None)
+    if not tool_name or tool_name == "<lambda>":
+        raise ToolDefinitionError(
+            f"Cannot make a tool from {label}: it has no usable name; pass name=... to @tool."
+        )
+    return str(tool_name)
+
+
+def _read_parameter(
+    params: _Parameters,
+    index: int,
+    param: inspect.Parameter,
+    doc_params: Mapping[str, str],
+    globalns: dict[str, Any],
+) -> None:
+    """Add one parameter to `params`: a field, the context, or a problem."""
+    pname = param.name
+    annotation = _annotation(param, globalns, params.problems)
+    if annotation is _SKIP:
+        return
+    positional_only = param.kind is param.POSITIONAL_ONLY
+    if _is_context(annotation):
+        if params.context_param is not None:
+            params.problems.append(
+                f"parameters {params.context_param!r} and {pname!r} are both ToolContext; keep one"
+            )
+        params.context_param = pname
+        params.order.append((pname, positional_only))
+        return
+    if pname.startswith("_"):
+        # Leading underscores mark private names in most providers' tool schemas.
+        params.problems.append(f"parameter {pname!r}: names starting with '_' are not allowed")
+        return
+    if not _field_fits(pname, annotation, param.default, params.problems):
+        return
+
+    annotated_desc = _annotated_description(annotation, param.default)
+    desc = annotated_desc or doc_params.get(pname)
+    if desc:
+        params.descriptions[pname] = desc
+    info_kwargs: dict[str, Any] = {"alias": pname}
+    if desc and not annotated_desc:
+        info_kwargs["description"] = desc
+    if isinstance(param.default, FieldInfo):
+        field_annotation: Any = Annotated[annotation, param.default]
+    else:
+        field_annotation = annotation
+        if param.default is not param.empty:
+            info_kwargs["default"] = param.default
+    internal_name = f"p{index}"
+    params.fields[internal_name] = (field_annotation, Field(**info_kwargs))
+    params.internal.append((internal_name, pname))
+    params.order.append((pname, positional_only))
+
+
+def _annotation(param: inspect.Parameter, globalns: dict[str, Any], problems: list[str]) -> Any:
+    """The parameter's resolved annotation, or `_SKIP` (and a problem) when it has none."""
+    pname = param.name
+    if param.kind is param.VAR_POSITIONAL:
+        problems.append(f"*{pname} is not supported; declare each argument as a named parameter")
+        return _SKIP
+    if param.kind is param.VAR_KEYWORD:
+        problems.append(f"**{pname} is not supported; declare each argument as a named parameter")
+        return _SKIP
+    if param.annotation is param.empty:
+        problems.append(f"parameter {pname!r} has no type annotation; add one, e.g. `{pname}: str`")
+        return _SKIP
+    try:
+        return _resolve(param.annotation, globalns)
+    except Exception as exc:
+        problems.append(
+            f"parameter {pname!r}: cannot resolve annotation {param.annotation!r} "
+            f"({type(exc).__name__}: {exc}); define or import it at module level"
+        )
+        return _SKIP
+
+
+def _field_fits(pname: str, annotation: Any, default: Any, problems: list[str]) -> bool:
+    """Whether the type can be a field; notes its problems and a default's, if any."""
+    type_problems = _type_problems(annotation, set())
+    problems.extend(f"parameter {pname!r}: {p}" for p in type_problems)
+    if default is not inspect.Parameter.empty and not isinstance(default, FieldInfo):
+        try:
+            to_jsonable_python(default)
+        except PydanticSerializationError:
+            problems.append(
+                f"parameter {pname!r}: default {default!r} is not JSON-serialisable; "
+                "use a JSON value or None"
+            )
+    # A bad default is reported but the field is still built: its type may be fine.
+    return not type_problems
+
+
+def _arguments_model(
+    tool_name: str, label: str, params: _Parameters
+) -> tuple[type[BaseModel], dict[str, Any]]:
+    """The arguments model and its raw JSON Schema, or the one error naming every problem."""
+    problems = params.problems
+    model: type[BaseModel] | None = None
+    raw_schema: dict[str, Any] = {}
+    if not problems:
+        model, raw_schema, build_problems = _build_model(tool_name, params.fields, params.internal)
+        problems.extend(build_problems)
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems)
+        raise ToolDefinitionError(f"Cannot make a tool from {label}:\n{listed}")
+    assert model is not None
+    return model, raw_schema
 
 
 def result_fields_of(annotation: Any) -> tuple[str, ...] | None:

@@ -47,7 +47,7 @@ class Toolbox:
         items: Functions, `Tool`s and providers, in the order tools should be listed.
     """
 
-    def __init__(self, items: Iterable[ToolboxItem] = ()) -> None:
+    def __init__(self, items: Iterable[ToolboxItem] | AnyToolProvider = ()) -> None:
         if not isinstance(items, Iterable):
             if not _looks_like_provider(items):
                 raise ToolDefinitionError(
@@ -179,7 +179,7 @@ class Toolbox:
         return listed
 
     async def execute_tool(
-        self, name: str, arguments: dict[str, Any], ctx: ToolContext | None = None
+        self, name: str, arguments: dict[str, Any] | ToolArguments, ctx: ToolContext | None = None
     ) -> ToolResult:
         """Run a tool with validated arguments; its return value is made JSON-able.
 

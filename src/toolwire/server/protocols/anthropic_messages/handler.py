@@ -23,9 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire.agent.result import RunResult
-from toolwire.models import Model, ModelError, ModelResponse
-from toolwire.parsing.events import ContentDelta
-from toolwire.parsing.events import ReasoningDelta as ModelReasoningDelta
+from toolwire.models import Model, ModelContentDelta, ModelError, ModelReasoningDelta, ModelResponse
 from toolwire.server.caller import authenticate, gateway_of
 from toolwire.server.errors import GatewayError, store_error, upstream_error
 from toolwire.server.gateway import Gateway
@@ -137,7 +135,7 @@ async def _direct_stream(
                 opened = True
                 yield writer.start()
             chunk = b""
-            if isinstance(event, ContentDelta):
+            if isinstance(event, ModelContentDelta):
                 chunk = writer.text(event.text)
             elif isinstance(event, ModelReasoningDelta):
                 chunk = writer.reasoning(event.text)

@@ -26,10 +26,15 @@ from starlette.routing import Route
 
 from toolwire import tracing
 from toolwire.agent.result import RunResult
-from toolwire.models import Model, ModelError, ModelResponse
-from toolwire.parsing.events import ContentDelta, ToolCallArgsDelta
-from toolwire.parsing.events import ReasoningDelta as ModelReasoningDelta
-from toolwire.parsing.events import ToolCallStart as ModelToolCallStart
+from toolwire.models import (
+    Model,
+    ModelContentDelta,
+    ModelError,
+    ModelReasoningDelta,
+    ModelResponse,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
+)
 from toolwire.server.caller import authenticate, gateway_of
 from toolwire.server.errors import error_body, store_error, upstream_error
 from toolwire.server.gateway import Gateway
@@ -124,7 +129,7 @@ async def _direct_stream(
             if not opened:
                 opened = True
                 yield writer.role()
-            if isinstance(event, ContentDelta):
+            if isinstance(event, ModelContentDelta):
                 if event.text:
                     yield writer.content(event.text)
             elif isinstance(event, ModelReasoningDelta):
@@ -132,7 +137,7 @@ async def _direct_stream(
                     yield writer.reasoning(event.text)
             elif isinstance(event, ModelToolCallStart):
                 yield writer.tool_call_start(event.index, event.id, event.name)
-            elif isinstance(event, ToolCallArgsDelta):
+            elif isinstance(event, ModelToolCallArgsDelta):
                 if event.text:
                     yield writer.tool_call_arguments(event.index, event.text)
             elif isinstance(event, ModelResponse):

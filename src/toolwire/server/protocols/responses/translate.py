@@ -20,11 +20,18 @@ from typing import Any
 
 from toolwire.agent import AgentEvent, Done, TextDelta, ToolCallResult, ToolCallStart
 from toolwire.agent.result import RunResult
-from toolwire.models import AssistantMessage, FinishReason, Model, ModelError, ModelResponse
+from toolwire.models import (
+    AssistantMessage,
+    FinishReason,
+    Model,
+    ModelContentDelta,
+    ModelError,
+    ModelResponse,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
+)
 from toolwire.models.base import ModelSettings
 from toolwire.models.messages import Message, Usage
-from toolwire.parsing.events import ContentDelta, ToolCallArgsDelta
-from toolwire.parsing.events import ToolCallStart as ModelToolCallStart
 from toolwire.server.errors import GatewayError, store_error, upstream_error
 from toolwire.server.protocols.responses.wire import (
     ResponseWriter,
@@ -77,12 +84,14 @@ async def model_response(
                     break
                 chunk = b"" if opened else writer.opening()
                 opened = True
-                if isinstance(event, ContentDelta):
+                if isinstance(event, ModelContentDelta):
                     chunk += writer.text(event.text)
                 elif isinstance(event, ModelToolCallStart):
                     ids[event.index] = event.id
                     chunk += writer.call_start(event.id, event.name)
-                elif isinstance(event, ToolCallArgsDelta) and event.text and event.index in ids:
+                elif (
+                    isinstance(event, ModelToolCallArgsDelta) and event.text and event.index in ids
+                ):
                     chunk += writer.call_arguments(ids[event.index], event.text)
                 if chunk:
                     yield chunk
