@@ -21,6 +21,8 @@ __all__ = [
     "DEFAULT_PORT",
     "OFFLINE_MODEL_ID",
     "ApprovalsConfig",
+    "CooldownConfig",
+    "DeploymentConfig",
     "GatewayConfig",
     "HttpToolConfig",
     "KeyConfig",
@@ -30,7 +32,9 @@ __all__ = [
     "MetricsConfig",
     "ModelRoute",
     "OpenApiToolsConfig",
+    "PublicModelConfig",
     "RetentionConfig",
+    "RoutingConfig",
     "ServerToolsConfig",
     "ToolCallsMode",
     "ToolProviderConfig",
@@ -628,11 +632,79 @@ class RetentionConfig(_Section):
         return seconds
 
 
+class DeploymentConfig(_Section):
+    """One place a public model runs: a named upstream and the model name sent to it."""
+
+    upstream: str = Field(min_length=1)
+    """A name under `upstreams:`."""
+    model: str = Field(min_length=1)
+    """The model name sent upstream."""
+    weight: int = Field(default=1, ge=1, le=1000)
+    """Its share of the traffic under `weighted_round_robin` (and of the in-flight
+    requests under `least_busy`)."""
+
+
+class PublicModelConfig(_Section):
+    """A public model id of the `upstreams:` form: its deployments and fallbacks.
+
+    `{upstream: u, model: m}` is short for one deployment.
+    """
+
+    deployments: list[DeploymentConfig] = Field(min_length=1)
+    """One or more; requests are balanced across them by `routing.strategy`."""
+    tool_calls: str = "native"
+    """`native`, `parse:<format>` or `prompted:<format>` for every deployment."""
+    fallbacks: list[str] = Field(default_factory=list)
+    """Other public model ids, tried in order when every deployment failed before the
+    client received a byte."""
+    context_window: int | None = Field(default=None, ge=1)
+    """Tokens the model takes; a context-window error goes only to a fallback whose
+    window is larger (unknown: such an error goes to no fallback)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_deployment(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "deployments" not in value and "upstream" in value:
+            short = {k: value[k] for k in ("upstream", "model", "weight") if k in value}
+            rest = {k: v for k, v in value.items() if k not in short}
+            return {**rest, "deployments": [short]}
+        return value
+
+    @field_validator("tool_calls")
+    @classmethod
+    def _tool_calls(cls, value: str) -> str:
+        parse_tool_calls(value)
+        return value
+
+
+class CooldownConfig(_Section):
+    """Passive health: a deployment that fails `failures` times in a row is left out for
+    `seconds`, then tried again with one request."""
+
+    failures: int = Field(default=3, ge=1, le=1000)
+    seconds: float = Field(default=30.0, gt=0, le=86400)
+
+
+class RoutingConfig(_Section):
+    """How a public model's deployments share its requests."""
+
+    strategy: Literal["least_busy", "weighted_round_robin", "latency"] = "least_busy"
+    """`least_busy`: fewest requests in flight (per unit of weight); `weighted_round_robin`:
+    in turn, by weight; `latency`: the fastest recent answers (time to first byte)."""
+    cooldown: CooldownConfig = Field(default_factory=CooldownConfig)
+
+
 class GatewayConfig(_Section):
     """Everything `toolwire serve` needs. All fields have defaults: `GatewayConfig()` is
     the offline upstream on 127.0.0.1:8000 with no server tools and no keys."""
 
     upstream: UpstreamConfig = Field(default_factory=UpstreamConfig)
+    upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)
+    """Named model servers (each without `models`), for the `models:` form; not together
+    with `upstream:`."""
+    models: dict[str, PublicModelConfig] = Field(default_factory=dict)
+    """Public model id → its deployments on `upstreams` and its fallbacks."""
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
     server_tools: ServerToolsConfig = Field(default_factory=ServerToolsConfig)
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     """MCP servers whose tools are served as server tools."""
