@@ -27,6 +27,7 @@ from toolwire.server.door_errors import CatchAll, door_body
 from toolwire.server.draining import Drain
 from toolwire.server.errors import GatewayError
 from toolwire.server.gateway import Gateway
+from toolwire.server.key_limits import KeyLimits
 from toolwire.server.limits import Budget, InFlightLimit
 from toolwire.server.loader import ConfigError, ConfigProblem
 from toolwire.server.observability import MeteredAudit, Metrics, Observe, metrics_routes
@@ -132,6 +133,7 @@ def create_app(
             Middleware(RequestId),
             Middleware(Observe, metrics=metrics, log=access_log, models=gateway.routes),
             Middleware(InFlightLimit, budget=budget, keyring=gateway.keyring),
+            Middleware(KeyLimits, limiter=gateway.limiter, keyring=gateway.keyring),
             Middleware(CatchAll),
         ],
         lifespan=lifespan,

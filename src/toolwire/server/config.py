@@ -26,6 +26,7 @@ __all__ = [
     "GatewayConfig",
     "HttpToolConfig",
     "KeyConfig",
+    "KeyLimitsConfig",
     "LimitsConfig",
     "McpEndpointConfig",
     "McpServerConfig",
@@ -457,6 +458,41 @@ class ServerToolsConfig(_Section):
     """Tool providers (objects with `list_tools` / `execute_tool`), listed once at start."""
 
 
+class KeyLimitsConfig(_Section):
+    """What one gateway key may spend. Unset: no limit (on a key entry: the default from
+    `limits.per_key`). Counted in the store, so replicas on one Redis or PostgreSQL share
+    them; past one, 429 with `Retry-After` and OpenAI's `x-ratelimit-*` headers."""
+
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    """Input and output tokens, as the upstream reports them, after each model turn: a
+    request is refused once the minute's count has reached the limit."""
+    tool_calls_per_minute: int | None = Field(default=None, ge=1)
+    """Server-tool calls, all tools together; checked before each call runs."""
+    tools: dict[str, int] = Field(default_factory=dict)
+    """Calls per minute of one tool, by name."""
+    concurrent_requests: int | None = Field(default=None, ge=1)
+    budget: int | None = Field(default=None, ge=1)
+    """Tokens per day (UTC)."""
+
+    @field_validator("tools")
+    @classmethod
+    def _positive(cls, value: dict[str, int]) -> dict[str, int]:
+        for name, limit in value.items():
+            if limit < 1:
+                raise ValueError(f"the limit of tool {name!r} must be at least 1 (got {limit})")
+        return value
+
+    def over(self, defaults: KeyLimitsConfig) -> KeyLimitsConfig:
+        """These limits, each unset one taken from `defaults`."""
+        fields = {n: getattr(self, n) for n in self.model_fields_set}
+        return defaults.model_copy(update={**fields, "tools": {**defaults.tools, **self.tools}})
+
+    @property
+    def any(self) -> bool:
+        return any(v for n, v in self if n != "tools") or bool(self.tools)
+
+
 class KeyConfig(_Section):
     """A gateway key: give `sha256` (hex digest of the key) or `env` (a variable holding it)."""
 
@@ -470,6 +506,8 @@ class KeyConfig(_Section):
     """May see every caller's approvals and runs, resume any run (with its owner's
     scopes), decide any approval no tool reserves for another key, and read the audit log
     (`/v1/audit`)."""
+    limits: KeyLimitsConfig = Field(default_factory=KeyLimitsConfig)
+    """What this key may spend; unset ones come from `limits.per_key`."""
     approve: Literal["own", "any", "none"] = "own"
     """Which approvals this key may decide (and so see): those of its own runs
     (default), anyone's, or none. A tool that names an `approver` key can only be decided
@@ -543,6 +581,8 @@ class LimitsConfig(_Section):
     """The same, for the requests of one gateway key (default: a quarter of
     `max_in_flight_bytes`), so that one key cannot take it all; past it, 429 with
     `Retry-After`. Not applied on an open gateway."""
+    per_key: KeyLimitsConfig = Field(default_factory=KeyLimitsConfig)
+    """The default limits of every gateway key (a key's own `limits` win)."""
     max_tool_calls: int = Field(default=64, ge=1, le=10_000)
     """Tool calls one model turn may make when server tools run; the rest are refused
     (`too_many_calls`) and not run."""

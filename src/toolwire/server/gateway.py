@@ -31,6 +31,7 @@ from toolwire.server.config import (
     ServerToolsConfig,
 )
 from toolwire.server.errors import GatewayError
+from toolwire.server.key_limits import KeyLimiter, counted
 from toolwire.server.loader import (
     ConfigError,
     ConfigProblem,
@@ -310,8 +311,14 @@ class Gateway:
         self.store = store
         self._store_open = False
         self._store_lock: asyncio.Lock | None = None
+        self.limiter = KeyLimiter(config.keys, config.limits.per_key, self.ready)
+        """Per-key limits (`keys[].limits`, `limits.per_key`), counted in the store."""
         self.runner = ToolRunner(
-            tools.provider, policy=Policy(), cache=self.store, audit=self.store
+            tools.provider,
+            policy=Policy(),
+            cache=self.store,
+            audit=self.store,
+            gate=self.limiter.tool_gate if self.limiter.active else None,
         )
         self.started = int(time.time())
         name = config.upstream.api_key_env
@@ -351,6 +358,7 @@ class Gateway:
                     routing_observer=routing_observer,
                 )
             )
+        self.models = counted(self.models, self.limiter)
         self.server_tool_list: list[Tool] = tools.provider.tools
         """The server tools as last listed (MCP servers' tools come and go)."""
         self.server_tool_names: frozenset[str] = frozenset(t.name for t in self.server_tool_list)
