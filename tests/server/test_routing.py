@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic
+import httpx
 import openai
 import pytest
 from e2e_chat_support import UPSTREAM_KEY_ENV, WEATHER_TOOL, live_gateway, post_chat, sdk, user
@@ -411,3 +412,40 @@ def test_when_everything_fails_one_error_names_no_upstream(
 def test_models_lists_every_public_id(server: LiveServer, client: openai.OpenAI) -> None:
     ids = [m.id for m in client.models.list()]
     assert ids == ["qwen3", "gpt-4o-mini", "claude"]
+
+
+# --- observability -----------------------------------------------------------------------
+
+
+def test_metrics_access_log_and_readyz_name_deployments(
+    server: LiveServer, fakes: Fakes, client: openai.OpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    fakes.a.set_default(error(503, "down", type="server_error"))
+    fakes.b.set_default(completion("from b"))
+    with caplog.at_level("INFO", logger="toolwire.access"):
+        for _ in range(3):
+            client.chat.completions.create(model="qwen3", messages=user("hi"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "toolwire.access"]
+    assert lines
+    assert all("deployment=vllm-b/Qwen/Qwen3-8B" in line for line in lines if "/chat" in line)
+    with httpx.Client(base_url=server.url, timeout=10) as http:
+        metrics = http.get("/metrics").text
+        ready = http.get("/readyz")
+    a_label = 'deployment="vllm-a/Qwen/Qwen3-8B",kind="status",upstream="vllm-a"'
+    assert f"toolwire_deployment_failures_total{{{a_label}}} 2.0" in metrics
+    cooled = 'deployment="vllm-a/Qwen/Qwen3-8B",upstream="vllm-a"'
+    assert f"toolwire_deployment_cooldowns_total{{{cooled}}} 1.0" in metrics
+    assert (
+        'toolwire_deployment_requests_total{deployment="vllm-b/Qwen/Qwen3-8B",model="qwen3",'
+        'upstream="vllm-b"} 3.0' in metrics
+    )
+    assert 'toolwire_deployment_in_flight{deployment="claude/claude-sonnet-4-5"' in metrics
+    checks = ready.json()["checks"]
+    assert {k: v for k, v in checks.items() if k.startswith("upstream:")} == {
+        "upstream:vllm-a": "cooling down",
+        "upstream:vllm-b": "ok",
+        "upstream:openai": "ok",
+        "upstream:claude": "ok",
+    }
+    assert ready.status_code == 200
+    assert "127.0.0.1" not in ready.text

@@ -77,7 +77,11 @@ def create_app(
         environ=environ,
         observer=metrics,
         on_parse_failure=metrics.parse_failed if metrics is not None else None,
+        routing_observer=metrics,
     )
+    if metrics is not None:
+        gateway.limiter.on_limit = metrics.limit_hit
+        metrics.watch(gateway.deployments())
     budget = Budget(config.limits, config.mcp)
     mcp = _mcp_front_door(gateway, budget)
     _start_tracing(gateway)

@@ -41,7 +41,12 @@ from toolwire.server.loader import (
     format_path,
     routing_findings,
 )
-from toolwire.server.routing import RoutingObserver, build_routed_models
+from toolwire.server.routing import (
+    Deployment,
+    RoutedModel,
+    RoutingObserver,
+    build_routed_models,
+)
 from toolwire.server.upstreams import build_model
 from toolwire.store import Store, StoreError, default_store_url, open_store
 from toolwire.tools import Tool, ToolContext, ToolDefinitionError, ToolProvider
@@ -451,6 +456,16 @@ class Gateway:
         """The store if something opened it already (server tools, a request), else
         `None`: background work must not create a store nobody uses."""
         return self.store if self._store_open else None
+
+    def deployments(self) -> list[Deployment]:
+        """Every deployment of the `models:` form, once each (none for `upstream:`)."""
+        seen: dict[int, Deployment] = {}
+        for model in self.models.values():
+            routed = getattr(model, "inner", model)
+            if isinstance(routed, RoutedModel):
+                for pool in routed.chain:
+                    seen.update((id(d), d) for d in pool.deployments)
+        return list(seen.values())
 
     def redact(self, text: str) -> str:
         """`text` with the upstream key masked: some upstreams echo the key they were sent

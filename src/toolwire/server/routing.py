@@ -21,6 +21,7 @@ import re
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal, Protocol
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from toolwire.server.config import GatewayConfig
 
 __all__ = [
+    "ANSWERED_BY",
     "Deployment",
     "Pool",
     "RoutedModel",
@@ -64,6 +66,9 @@ _CONTEXT_WORDS: Final = re.compile(
     r"|exceeds? the (model'?s? )?(maximum|max) (context|input)",
     re.IGNORECASE,
 )
+ANSWERED_BY: ContextVar[list[str] | None] = ContextVar("toolwire_answered_by", default=None)
+"""Set by the access log's middleware to a list per request; the deployment that
+answered (`upstream/model`) is put in it, last turn last."""
 _LATENCY_WEIGHT: Final = 0.3
 """How much one answer moves a deployment's latency average (an EWMA)."""
 
@@ -204,8 +209,10 @@ class Pool:
         return False
 
 
-class _AllFailed(Exception):
-    pass
+def _answered(deployment: Deployment) -> None:
+    seen = ANSWERED_BY.get()
+    if seen is not None:
+        seen.append(deployment.label)
 
 
 class RoutedModel:
@@ -308,6 +315,7 @@ class RoutedModel:
                 # Answered or failed already said; cancelled lets the next request probe.
                 deployment.probing = False
             pool.answered(deployment, pool.clock() - now)
+            _answered(deployment)
             return response
         raise self._exhausted(last)
 
@@ -342,6 +350,7 @@ class RoutedModel:
                 if first is None:
                     continue
                 pool.answered(deployment, pool.clock() - now)
+                _answered(deployment)
                 # Committed: the client may have seen this event, so from here on an error
                 # is the client's, as with a single upstream.
                 yield first
