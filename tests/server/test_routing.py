@@ -449,3 +449,24 @@ def test_metrics_access_log_and_readyz_name_deployments(
     }
     assert ready.status_code == 200
     assert "127.0.0.1" not in ready.text
+
+
+def test_the_router_is_the_retry_loop_unless_an_upstream_says_otherwise(fakes: Fakes) -> None:
+    config = fakes.config()
+    del config["upstreams"]["vllm-a"]["retries"]  # vllm-b keeps its own `retries: 0`
+    config["upstreams"]["claude"]["retries"] = 3
+    del config["upstreams"]["openai"]["retries"]
+    config["models"]["solo"] = {"upstream": "openai", "model": "gpt-4o-mini"}
+    fakes.a.set_default(error(503, "down", type="server_error"))
+    fakes.b.set_default(completion("from b"))
+    fakes.native.set_default(error(503, "down", type="server_error"))
+    with live_gateway(config_with(**config)) as live, sdk(live) as client:
+        for _ in range(2):
+            answer = client.chat.completions.create(model="qwen3", messages=user("hi"))
+            assert answer.choices[0].message.content == "from b"
+        # No retries on vllm-a: its failure went straight to vllm-b.
+        assert _count(fakes.a) == 1
+        # A model with nowhere else to go keeps the upstream's default retries (2).
+        with pytest.raises(openai.InternalServerError):
+            client.chat.completions.create(model="solo", messages=user("hi"))
+        assert _count(fakes.native) == 3

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from toolwire.models.observed import ModelObserver
     from toolwire.models.parsed import FailureHook
-    from toolwire.server.config import GatewayConfig
+    from toolwire.server.config import GatewayConfig, UpstreamConfig
 
 __all__ = [
     "ANSWERED_BY",
@@ -405,13 +405,17 @@ def build_routed_models(
     routing = config.routing
     pools: dict[str, Pool] = {}
     for public, entry in config.models.items():
+        # With another deployment or a fallback to go to, the router is the retry loop (as
+        # LiteLLM's is): retries with backoff on a dead server would only delay the
+        # failover. An upstream's `retries` written in the config is kept as written.
+        alone = len(entry.deployments) == 1 and not entry.fallbacks
         deployments = [
             Deployment(
                 upstream=d.upstream,
                 model_name=d.model,
                 weight=d.weight,
                 model=build_model(
-                    config.upstreams[d.upstream],
+                    _retrying(config.upstreams[d.upstream], alone),
                     ModelRoute(model=d.model, tool_calls=entry.tool_calls),
                     api_key=keys.get(d.upstream),
                     http_client=http_client,
@@ -438,3 +442,9 @@ def build_routed_models(
         )
         for public, entry in config.models.items()
     }
+
+
+def _retrying(upstream: UpstreamConfig, alone: bool) -> UpstreamConfig:
+    if alone or "retries" in upstream.model_fields_set:
+        return upstream
+    return upstream.model_copy(update={"retries": 0})
