@@ -69,6 +69,7 @@ def _gateway(upstream: FakeOpenAIServer, per_key: dict[str, Any], **alice: Any) 
             ],
             limits={"per_key": per_key},
             store="memory",
+            metrics={"public": True},
         )
     )
 
@@ -127,6 +128,11 @@ def test_a_keys_own_limits_win_over_the_defaults(upstream: FakeOpenAIServer) -> 
     with _gateway(upstream, {"requests_per_minute": 1}, requests_per_minute=2) as server:
         assert [_chat(server, ALICE).status_code for _ in range(3)] == [200, 200, 429]
         assert [_chat(server, BOB).status_code for _ in range(2)] == [200, 429]
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            metrics = http.get("/metrics").text
+        for key in ("alice", "bob"):
+            hit = f'key="{key}",limit="requests_per_minute"'
+            assert f"toolwire_limit_refusals_total{{{hit}}} 1.0" in metrics
 
 
 def test_concurrent_requests(upstream: FakeOpenAIServer) -> None:
