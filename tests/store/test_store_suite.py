@@ -379,3 +379,30 @@ async def test_cache_and_memory_keys_do_not_collide(store: Store) -> None:
     await store.remember("same", {"memory": True}, 30)
     assert await store.get("same") == b"cache"
     assert await store.recall("same") == {"memory": True}
+
+
+# --- counters -------------------------------------------------------------------------
+
+
+async def test_add_count_adds_takes_away_and_expires(store: Store) -> None:
+    assert await store.add_count("rpm\x1falice\x1f1", 1, 30) == 1
+    assert await store.add_count("rpm\x1falice\x1f1", 4, 30) == 5
+    assert await store.add_count("rpm\x1fbob\x1f1", 1, 30) == 1
+    assert await store.add_count("rpm\x1falice\x1f1", -2, 30) == 3
+    await store.add_count("short", 7, 0.2)
+    await asyncio.sleep(0.3)
+    # Forgotten: it counts from 0 again.
+    assert await store.add_count("short", 1, 30) == 1
+
+
+async def test_add_count_is_atomic_under_concurrency(store: Store) -> None:
+    values = await asyncio.gather(*(store.add_count("busy", 1, 30) for _ in range(50)))
+    assert sorted(values) == list(range(1, 51))
+    values = await asyncio.gather(*(store.add_count("busy", -1, 30) for _ in range(50)))
+    assert sorted(values) == list(range(50))
+
+
+async def test_counters_and_cache_keys_do_not_collide(store: Store) -> None:
+    await store.set("same", b"cache", 30)
+    assert await store.add_count("same", 2, 30) == 2
+    assert await store.get("same") == b"cache"

@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from time import perf_counter
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import orjson
 from pydantic import BaseModel
@@ -44,7 +44,7 @@ from toolwire.tools import (
 from toolwire.tools.provider import AnyToolProvider, as_provider
 from toolwire.tools.threads import Execution, current_execution
 
-__all__ = ["ToolRunner"]
+__all__ = ["ToolGate", "ToolRunner"]
 
 logger = logging.getLogger("toolwire.runner")
 
@@ -79,6 +79,12 @@ class _Entry:
     """Compiled on first use, so unused tools cost nothing."""
 
 
+class ToolGate(Protocol):
+    """Decides, before a call runs, whether it may (see `ToolRunner`'s `gate`)."""
+
+    async def __call__(self, tool_name: str, ctx: ToolContext) -> str | None: ...
+
+
 class ToolRunner:
     """Runs tool calls from a model against a `ToolProvider`, safely.
 
@@ -89,6 +95,8 @@ class ToolRunner:
         approver: Decides on destructive calls when `policy.approval == "ask"`.
         cache: Where results of read tools with `cache_ttl` are kept (in memory by default).
         audit: Where every call's audit record goes (a `Store`); none by default.
+        gate: Asked before each permitted call runs (a rate limit, say): a message refuses
+            the call with `too_many_calls`, `None` lets it run.
 
     Raises:
         ToolDefinitionError: The provider does not fit the protocol (see `as_provider`).
@@ -102,7 +110,9 @@ class ToolRunner:
         approver: Approver | None = None,
         cache: ResultCache | None = None,
         audit: AuditLog | None = None,
+        gate: ToolGate | None = None,
     ) -> None:
+        self.gate = gate
         # Adapted once here: a seed-style `execute_tool(name, arguments)` gets no context.
         self.provider: ToolProvider = as_provider(provider)
         self.audit = audit
@@ -335,6 +345,12 @@ class ToolRunner:
             return self._invalid(call, ctx, exc.code, exc.message)
         trace.arguments = args
         refused = self._forbidden(call, entry, ctx, repaired)
+        if refused is None and self.gate is not None:
+            message = await self.gate(tool.name, ctx)
+            if message is not None:
+                refused = ToolResult.fail(
+                    call.id, tool.name, "too_many_calls", message, repaired=repaired
+                )
         if refused is None and tool.effects == "destructive":
             refused = await self._approve(call, tool, args, ctx, approver, trace, repaired)
         if refused is not None:

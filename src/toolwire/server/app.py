@@ -27,6 +27,7 @@ from toolwire.server.door_errors import CatchAll, door_body
 from toolwire.server.draining import Drain
 from toolwire.server.errors import GatewayError
 from toolwire.server.gateway import Gateway
+from toolwire.server.key_limits import KeyLimits
 from toolwire.server.limits import Budget, InFlightLimit
 from toolwire.server.loader import ConfigError, ConfigProblem
 from toolwire.server.observability import MeteredAudit, Metrics, Observe, metrics_routes
@@ -78,7 +79,11 @@ def create_app(
         environ=environ,
         observer=metrics,
         on_parse_failure=metrics.parse_failed if metrics is not None else None,
+        routing_observer=metrics,
     )
+    if metrics is not None:
+        gateway.limiter.on_limit = metrics.limit_hit
+        metrics.watch(gateway.deployments())
     budget = Budget(config.limits, config.mcp)
     mcp = _mcp_front_door(gateway, budget)
     _start_tracing(gateway)
@@ -136,6 +141,7 @@ def create_app(
             Middleware(RequestId),
             Middleware(Observe, metrics=metrics, log=access_log, models=gateway.routes),
             Middleware(InFlightLimit, budget=budget, keyring=gateway.keyring),
+            Middleware(KeyLimits, limiter=gateway.limiter, keyring=gateway.keyring),
             Middleware(CatchAll),
         ],
         lifespan=lifespan,

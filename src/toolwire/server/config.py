@@ -21,16 +21,21 @@ __all__ = [
     "DEFAULT_PORT",
     "OFFLINE_MODEL_ID",
     "ApprovalsConfig",
+    "CooldownConfig",
+    "DeploymentConfig",
     "GatewayConfig",
     "HttpToolConfig",
     "KeyConfig",
+    "KeyLimitsConfig",
     "LimitsConfig",
     "McpEndpointConfig",
     "McpServerConfig",
     "MetricsConfig",
     "ModelRoute",
     "OpenApiToolsConfig",
+    "PublicModelConfig",
     "RetentionConfig",
+    "RoutingConfig",
     "ServerToolsConfig",
     "ToolCallsMode",
     "ToolProviderConfig",
@@ -453,6 +458,41 @@ class ServerToolsConfig(_Section):
     """Tool providers (objects with `list_tools` / `execute_tool`), listed once at start."""
 
 
+class KeyLimitsConfig(_Section):
+    """What one gateway key may spend. Unset: no limit (on a key entry: the default from
+    `limits.per_key`). Counted in the store, so replicas on one Redis or PostgreSQL share
+    them; past one, 429 with `Retry-After` and OpenAI's `x-ratelimit-*` headers."""
+
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    """Input and output tokens, as the upstream reports them, after each model turn: a
+    request is refused once the minute's count has reached the limit."""
+    tool_calls_per_minute: int | None = Field(default=None, ge=1)
+    """Server-tool calls, all tools together; checked before each call runs."""
+    tools: dict[str, int] = Field(default_factory=dict)
+    """Calls per minute of one tool, by name."""
+    concurrent_requests: int | None = Field(default=None, ge=1)
+    budget: int | None = Field(default=None, ge=1)
+    """Tokens per day (UTC)."""
+
+    @field_validator("tools")
+    @classmethod
+    def _positive(cls, value: dict[str, int]) -> dict[str, int]:
+        for name, limit in value.items():
+            if limit < 1:
+                raise ValueError(f"the limit of tool {name!r} must be at least 1 (got {limit})")
+        return value
+
+    def over(self, defaults: KeyLimitsConfig) -> KeyLimitsConfig:
+        """These limits, each unset one taken from `defaults`."""
+        fields = {n: getattr(self, n) for n in self.model_fields_set}
+        return defaults.model_copy(update={**fields, "tools": {**defaults.tools, **self.tools}})
+
+    @property
+    def any(self) -> bool:
+        return any(v for n, v in self if n != "tools") or bool(self.tools)
+
+
 class KeyConfig(_Section):
     """A gateway key: give `sha256` (hex digest of the key) or `env` (a variable holding it)."""
 
@@ -466,6 +506,8 @@ class KeyConfig(_Section):
     """May see every caller's approvals and runs, resume any run (with its owner's
     scopes), decide any approval no tool reserves for another key, and read the audit log
     (`/v1/audit`)."""
+    limits: KeyLimitsConfig = Field(default_factory=KeyLimitsConfig)
+    """What this key may spend; unset ones come from `limits.per_key`."""
     approve: Literal["own", "any", "none"] = "own"
     """Which approvals this key may decide (and so see): those of its own runs
     (default), anyone's, or none. A tool that names an `approver` key can only be decided
@@ -539,6 +581,8 @@ class LimitsConfig(_Section):
     """The same, for the requests of one gateway key (default: a quarter of
     `max_in_flight_bytes`), so that one key cannot take it all; past it, 429 with
     `Retry-After`. Not applied on an open gateway."""
+    per_key: KeyLimitsConfig = Field(default_factory=KeyLimitsConfig)
+    """The default limits of every gateway key (a key's own `limits` win)."""
     max_tool_calls: int = Field(default=64, ge=1, le=10_000)
     """Tool calls one model turn may make when server tools run; the rest are refused
     (`too_many_calls`) and not run."""
@@ -628,11 +672,79 @@ class RetentionConfig(_Section):
         return seconds
 
 
+class DeploymentConfig(_Section):
+    """One place a public model runs: a named upstream and the model name sent to it."""
+
+    upstream: str = Field(min_length=1)
+    """A name under `upstreams:`."""
+    model: str = Field(min_length=1)
+    """The model name sent upstream."""
+    weight: int = Field(default=1, ge=1, le=1000)
+    """Its share of the traffic under `weighted_round_robin` (and of the in-flight
+    requests under `least_busy`)."""
+
+
+class PublicModelConfig(_Section):
+    """A public model id of the `upstreams:` form: its deployments and fallbacks.
+
+    `{upstream: u, model: m}` is short for one deployment.
+    """
+
+    deployments: list[DeploymentConfig] = Field(min_length=1)
+    """One or more; requests are balanced across them by `routing.strategy`."""
+    tool_calls: str = "native"
+    """`native`, `parse:<format>` or `prompted:<format>` for every deployment."""
+    fallbacks: list[str] = Field(default_factory=list)
+    """Other public model ids, tried in order when every deployment failed before the
+    client received a byte."""
+    context_window: int | None = Field(default=None, ge=1)
+    """Tokens the model takes; a context-window error goes only to a fallback whose
+    window is larger (unknown: such an error goes to no fallback)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_deployment(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "deployments" not in value and "upstream" in value:
+            short = {k: value[k] for k in ("upstream", "model", "weight") if k in value}
+            rest = {k: v for k, v in value.items() if k not in short}
+            return {**rest, "deployments": [short]}
+        return value
+
+    @field_validator("tool_calls")
+    @classmethod
+    def _tool_calls(cls, value: str) -> str:
+        parse_tool_calls(value)
+        return value
+
+
+class CooldownConfig(_Section):
+    """Passive health: a deployment that fails `failures` times in a row is left out for
+    `seconds`, then tried again with one request."""
+
+    failures: int = Field(default=3, ge=1, le=1000)
+    seconds: float = Field(default=30.0, gt=0, le=86400)
+
+
+class RoutingConfig(_Section):
+    """How a public model's deployments share its requests."""
+
+    strategy: Literal["least_busy", "weighted_round_robin", "latency"] = "least_busy"
+    """`least_busy`: fewest requests in flight (per unit of weight); `weighted_round_robin`:
+    in turn, by weight; `latency`: the fastest recent answers (time to first byte)."""
+    cooldown: CooldownConfig = Field(default_factory=CooldownConfig)
+
+
 class GatewayConfig(_Section):
     """Everything `toolwire serve` needs. All fields have defaults: `GatewayConfig()` is
     the offline upstream on 127.0.0.1:8000 with no server tools and no keys."""
 
     upstream: UpstreamConfig = Field(default_factory=UpstreamConfig)
+    upstreams: dict[str, UpstreamConfig] = Field(default_factory=dict)
+    """Named model servers (each without `models`), for the `models:` form; not together
+    with `upstream:`."""
+    models: dict[str, PublicModelConfig] = Field(default_factory=dict)
+    """Public model id → its deployments on `upstreams` and its fallbacks."""
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
     server_tools: ServerToolsConfig = Field(default_factory=ServerToolsConfig)
     mcp_servers: list[McpServerConfig] = Field(default_factory=list)
     """MCP servers whose tools are served as server tools."""

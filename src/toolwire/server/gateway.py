@@ -31,6 +31,7 @@ from toolwire.server.config import (
     ServerToolsConfig,
 )
 from toolwire.server.errors import GatewayError
+from toolwire.server.key_limits import KeyLimiter, counted
 from toolwire.server.loader import (
     ConfigError,
     ConfigProblem,
@@ -38,6 +39,13 @@ from toolwire.server.loader import (
     approver_findings,
     environment_findings,
     format_path,
+    routing_findings,
+)
+from toolwire.server.routing import (
+    Deployment,
+    RoutedModel,
+    RoutingObserver,
+    build_routed_models,
 )
 from toolwire.server.upstreams import build_model
 from toolwire.store import Store, StoreError, default_store_url, open_store
@@ -228,6 +236,31 @@ def _with_provider_environment(config: GatewayConfig, env: Mapping[str, str]) ->
     return config.model_copy(update={"upstream": upstream.model_copy(update=update)})
 
 
+def _with_named_provider_environment(
+    config: GatewayConfig, env: Mapping[str, str]
+) -> GatewayConfig:
+    """`_with_provider_environment` for each named upstream: its key from the provider's
+    own variable when it names none (the base URL is never taken: two upstreams of one
+    kind would both get it)."""
+    if not config.upstreams:
+        return config
+    named = dict(config.upstreams)
+    for name, upstream in named.items():
+        names = _PROVIDER_ENV.get(upstream.kind)
+        if names is not None and upstream.api_key_env is None and env.get(names[0]):
+            named[name] = upstream.model_copy(update={"api_key_env": names[0]})
+    return config.model_copy(update={"upstreams": named})
+
+
+def _public_routes(config: GatewayConfig) -> dict[str, ModelRoute]:
+    """Each public id of the `models:` form as a route (its first deployment's model): what
+    `/v1/models` and the metrics list."""
+    return {
+        public: ModelRoute(model=entry.deployments[0].model, tool_calls=entry.tool_calls)
+        for public, entry in config.models.items()
+    }
+
+
 class Gateway:
     """The gateway's runtime state: routes, keys, server tools and their runner.
 
@@ -246,12 +279,14 @@ class Gateway:
         environ: Mapping[str, str] | None = None,
         observer: ModelObserver | None = None,
         on_parse_failure: FailureHook | None = None,
+        routing_observer: RoutingObserver | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
         config = _with_provider_environment(config, env)
+        config = _with_named_provider_environment(config, env)
         problems = [
             ConfigProblem(path=format_path(loc), message=message)
-            for loc, message in environment_findings(config, env)
+            for loc, message in [*environment_findings(config, env), *routing_findings(config)]
         ]
         mcp = load_mcp_servers(config.mcp_servers, env)
         tools, findings = load_server_tools(config.server_tools, mcp, config.http_tools, env)
@@ -281,8 +316,14 @@ class Gateway:
         self.store = store
         self._store_open = False
         self._store_lock: asyncio.Lock | None = None
+        self.limiter = KeyLimiter(config.keys, config.limits.per_key, self.ready)
+        """Per-key limits (`keys[].limits`, `limits.per_key`), counted in the store."""
         self.runner = ToolRunner(
-            tools.provider, policy=Policy(), cache=self.store, audit=self.store
+            tools.provider,
+            policy=Policy(),
+            cache=self.store,
+            audit=self.store,
+            gate=self.limiter.tool_gate if self.limiter.active else None,
         )
         self.started = int(time.time())
         name = config.upstream.api_key_env
@@ -304,6 +345,25 @@ class Gateway:
             )
             for public, route in self.routes.items()
         }
+        self._upstream_keys = [
+            k for u in config.upstreams.values() if u.api_key_env and (k := env.get(u.api_key_env))
+        ]
+        if config.models:
+            self.routes = _public_routes(config)
+            self.models = dict(
+                build_routed_models(
+                    config,
+                    {
+                        n: env.get(u.api_key_env) if u.api_key_env else None
+                        for n, u in config.upstreams.items()
+                    },
+                    http_client=self.http_client,
+                    observer=observer,
+                    on_parse_failure=on_parse_failure,
+                    routing_observer=routing_observer,
+                )
+            )
+        self.models = counted(self.models, self.limiter)
         self.server_tool_list: list[Tool] = tools.provider.tools
         """The server tools as last listed (MCP servers' tools come and go)."""
         self.server_tool_names: frozenset[str] = frozenset(t.name for t in self.server_tool_list)
@@ -397,14 +457,24 @@ class Gateway:
         `None`: background work must not create a store nobody uses."""
         return self.store if self._store_open else None
 
+    def deployments(self) -> list[Deployment]:
+        """Every deployment of the `models:` form, once each (none for `upstream:`)."""
+        seen: dict[int, Deployment] = {}
+        for model in self.models.values():
+            routed = getattr(model, "inner", model)
+            if isinstance(routed, RoutedModel):
+                for pool in routed.chain:
+                    seen.update((id(d), d) for d in pool.deployments)
+        return list(seen.values())
+
     def redact(self, text: str) -> str:
         """`text` with the upstream key masked: some upstreams echo the key they were sent
         (in an authentication error, say), and the gateway must never pass it on."""
-        key = self._upstream_key
-        # A very short key (a placeholder like "x") would mask ordinary text.
-        if key is None or len(key) < 8 or key not in text:
-            return text
-        return text.replace(key, "[redacted]")
+        for key in (self._upstream_key, *self._upstream_keys):
+            # A very short key (a placeholder like "x") would mask ordinary text.
+            if key is not None and len(key) >= 8 and key in text:
+                text = text.replace(key, "[redacted]")
+        return text
 
     def shown_arguments(self, tool_name: str, arguments: str) -> str:
         """A call's JSON arguments as an answer may show them: redacted at every depth by

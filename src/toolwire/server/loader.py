@@ -38,6 +38,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "read_config",
+    "routing_findings",
 ]
 
 Loc = tuple[str | int, ...]
@@ -196,6 +197,9 @@ def parse_config(text: str, *, source: str = "<config>") -> ConfigDocument:
         ]
         for loc, message, severity in approver_findings(named, keys):
             doc.add(loc, message, severity=severity)
+    if config is not None:
+        for loc, message in routing_findings(config):
+            doc.add(loc, message)
     if not doc.errors:
         doc.config = config
     return doc
@@ -269,6 +273,16 @@ def environment_findings(
                 f"environment variable {name} is not set; the upstream key is read from it",
             )
         )
+    for upstream_name, named in config.upstreams.items():
+        var = named.api_key_env
+        if var is not None and not env.get(var):
+            found.append(
+                (
+                    ("upstreams", upstream_name, "api_key_env"),
+                    f"environment variable {var} is not set; the key of upstream "
+                    f"{upstream_name!r} is read from it",
+                )
+            )
     for i, source in enumerate(config.http_tools):
         if source.auth is not None and source.auth.startswith("env:"):
             var = source.auth.removeprefix("env:")
@@ -495,6 +509,77 @@ def _upstream_checks(upstream: Any) -> list[_Finding]:
             )
     if kind == "offline" and upstream.api_key_env is not None:
         found.append((("api_key_env",), "the offline upstream takes no key; remove it"))
+    return found
+
+
+def routing_findings(config: GatewayConfig) -> list[_Finding]:
+    """What is wrong with the `upstreams:` / `models:` form as a whole: mixed with
+    `upstream:`, names that point nowhere, tool-call modes an upstream cannot serve."""
+    if not config.upstreams and not config.models:
+        return []
+    found: list[_Finding] = []
+    if "upstream" in config.model_fields_set:
+        found.append(
+            (
+                ("upstream",),
+                "use either 'upstream:' (one model server) or 'upstreams:' with 'models:', "
+                "not both; to convert, move this block under 'upstreams: {main: ...}' without "
+                "its 'models', and write each model as 'models: {id: {upstream: main, "
+                "model: upstream-name}}'",
+            )
+        )
+    if not config.models:
+        found.append((("models",), "map at least one public model id to its deployments"))
+    for name, upstream in config.upstreams.items():
+        if upstream.models:
+            found.append(
+                (
+                    ("upstreams", name, "models"),
+                    "a named upstream has no 'models'; list public ids under the top-level "
+                    "'models:' with 'upstream: " + name + "'",
+                )
+            )
+        if upstream.kind == "offline" and upstream.api_key_env is not None:
+            found.append((("upstreams", name, "api_key_env"), "the offline upstream takes no key"))
+    for public, model in config.models.items():
+        mode, _ = parse_tool_calls(model.tool_calls)
+        for i, deployment in enumerate(model.deployments):
+            target = config.upstreams.get(deployment.upstream)
+            if target is None:
+                known = ", ".join(repr(n) for n in config.upstreams) or "none"
+                found.append(
+                    (
+                        ("models", public, "deployments", i, "upstream"),
+                        f"no upstream named {deployment.upstream!r} (upstreams: {known})",
+                    )
+                )
+            elif target.kind == "anthropic" and mode == "parse":
+                found.append(
+                    (
+                        ("models", public, "tool_calls"),
+                        f"upstream {deployment.upstream!r} is the Anthropic Messages API, "
+                        "which returns tool_use blocks; use 'native' or 'prompted:<format>'",
+                    )
+                )
+            elif target.kind == "offline" and mode != "native":
+                found.append(
+                    (
+                        ("models", public, "tool_calls"),
+                        "the offline upstream writes and parses its own calls; use 'native'",
+                    )
+                )
+        for i, fallback in enumerate(model.fallbacks):
+            if fallback == public:
+                found.append(
+                    (("models", public, "fallbacks", i), "a model is not its own fallback")
+                )
+            elif fallback not in config.models:
+                found.append(
+                    (
+                        ("models", public, "fallbacks", i),
+                        f"no model {fallback!r}; fallbacks are public ids under 'models:'",
+                    )
+                )
     return found
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final
 
@@ -41,6 +41,7 @@ from toolwire.parsing.events import ParseFailure
 from toolwire.server.caller import authenticate, gateway_of
 from toolwire.server.client_text import log_text
 from toolwire.server.errors import GatewayError
+from toolwire.server.routing import ANSWERED_BY, Deployment
 from toolwire.store.base import AuditRecord
 
 if TYPE_CHECKING:
@@ -134,6 +135,38 @@ class Metrics:
             ["format", "reason"],
             registry=r,
         )
+        self.deployment_requests = Counter(
+            "toolwire_deployment_requests",
+            "Attempts on each deployment (failovers included), by public model, upstream "
+            "and deployment (`upstream/model`).",
+            ["model", "upstream", "deployment"],
+            registry=r,
+        )
+        self.deployment_failures = Counter(
+            "toolwire_deployment_failures",
+            "Failed attempts on each deployment by kind (unreachable, timeout, status, ...).",
+            ["upstream", "deployment", "kind"],
+            registry=r,
+        )
+        self.deployment_cooldowns = Counter(
+            "toolwire_deployment_cooldowns",
+            "Times a deployment was left out after failing `routing.cooldown.failures` "
+            "times in a row.",
+            ["upstream", "deployment"],
+            registry=r,
+        )
+        self.deployment_in_flight = Gauge(
+            "toolwire_deployment_in_flight",
+            "Requests in flight on each deployment (read at scrape time).",
+            ["upstream", "deployment"],
+            registry=r,
+        )
+        self.limit_refusals = Counter(
+            "toolwire_limit_refusals",
+            "Requests and tool calls refused by a per-key limit, by key name and limit.",
+            ["key", "limit"],
+            registry=r,
+        )
         self.approvals = Gauge(
             "toolwire_approvals",
             "Approvals in the store by status (read at scrape time; at most 1000 each).",
@@ -151,6 +184,27 @@ class Metrics:
 
     def failed(self, model: str, kind: str) -> None:
         self.upstream_errors.labels(model, kind).inc()
+
+    # --- RoutingObserver (see `server.routing`) and the per-key limits -----------------------
+
+    def routed(self, public: str, deployment: Deployment) -> None:
+        self.deployment_requests.labels(public, deployment.upstream, deployment.label).inc()
+
+    def deployment_failed(self, deployment: Deployment, kind: str) -> None:
+        self.deployment_failures.labels(deployment.upstream, deployment.label, kind).inc()
+
+    def cooled(self, deployment: Deployment) -> None:
+        self.deployment_cooldowns.labels(deployment.upstream, deployment.label).inc()
+
+    def watch(self, deployments: Iterable[Deployment]) -> None:
+        """Report these deployments' in-flight counts at each scrape."""
+        for d in deployments:
+            gauge = self.deployment_in_flight.labels(d.upstream, d.label)
+            gauge.set_function(lambda d=d: float(d.in_flight))  # type: ignore[misc]
+
+    def limit_hit(self, key: str, limit: str) -> None:
+        """The per-key limits' `LimitHook`."""
+        self.limit_refusals.labels(key, limit).inc()
 
     def parse_failed(self, format: str, failure: ParseFailure) -> None:
         """The parsers' `FailureHook`."""
@@ -238,6 +292,8 @@ class Observe:
             metrics.in_flight.inc()
         tool_calls = [0]
         _TOOL_CALLS.set(tool_calls)
+        answered_by: list[str] = []
+        ANSWERED_BY.set(answered_by)
         request_span = tracing.span(
             f"{scope['method']} {scope['path']}", {"http.request.method": scope["method"]}
         )
@@ -273,7 +329,7 @@ class Observe:
                 metrics.duration.labels(route).observe(ended - started)
             if self.log and access_log.isEnabledFor(logging.INFO):
                 ms = (ended - started) * 1000
-                _log_line(scope, state, route, status, ms, model, tool_calls[0])
+                _log_line(scope, state, route, status, ms, model, tool_calls[0], answered_by)
 
 
 def _route(scope: Scope) -> str:
@@ -292,6 +348,7 @@ def _log_line(
     ms: float,
     model: str,
     tool_calls: int,
+    answered_by: list[str] = [],  # noqa: B006 - read only
 ) -> None:
     fields = {
         "request_id": state.get("request_id"),
@@ -303,6 +360,8 @@ def _log_line(
         # The client chose it: escaped (a newline would forge a line) and shortened.
         "model": log_text(model) if model else None,
         "tool_calls": tool_calls or None,
+        # From the config (`upstream/model`), never a URL; the last turn's, for a run.
+        "deployment": answered_by[-1] if answered_by else None,
     }
     shown = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
     access_log.info(shown, extra={"toolwire": fields})

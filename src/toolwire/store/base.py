@@ -425,3 +425,13 @@ class Store(Protocol):
         ...
 
     async def recall(self, key: str) -> dict[str, Any] | None: ...
+
+    # --- counters (per-key limits, shared by every replica on the store) ---------------
+
+    async def add_count(self, key: str, amount: int, ttl: float) -> int:
+        """Add `amount` (negative: take away) to the counter `key` and return its new value,
+        atomically; the counter is forgotten `ttl` seconds after its last change (a missing
+        or forgotten counter is 0). A windowed count names its window in the key; a count
+        of requests in flight is added to and taken from, and its `ttl` clears what a
+        crashed replica held."""
+        ...

@@ -42,6 +42,7 @@ class MemoryStore:
         # Expiry on the monotonic clock: a wall clock step must not revive or drop entries.
         self._cache: dict[str, tuple[float, bytes]] = {}
         self._memory: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._counts: dict[str, tuple[float, int]] = {}
         self._writes = 0
 
     async def open(self) -> None:
@@ -271,12 +272,20 @@ class MemoryStore:
             return None
         return copy.deepcopy(entry[1])
 
+    async def add_count(self, key: str, amount: int, ttl: float) -> int:
+        self._sweep()
+        now = time.monotonic()
+        entry = self._counts.get(key)
+        value = amount + (entry[1] if entry is not None and entry[0] > now else 0)
+        self._counts[key] = (now + ttl, value)
+        return value
+
     def _sweep(self) -> None:
         """Every 1000 writes, drop expired entries nobody read again (else they pile up)."""
         self._writes += 1
         if self._writes % 1000:
             return
         now = time.monotonic()
-        for entries in (self._cache, self._memory):
+        for entries in (self._cache, self._memory, self._counts):
             for key in [k for k, (expires, _) in entries.items() if now >= expires]:
                 del entries[key]

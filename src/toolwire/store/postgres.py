@@ -164,10 +164,18 @@ MIGRATIONS: list[tuple[str, ...]] = [
         )""",
         "CREATE INDEX memory_by_expiry ON memory (expires_at)",
     ),
+    # 1: counters of the per-key limits (UNLOGGED: a limit's window need not survive a
+    # server crash).
+    (
+        """CREATE UNLOGGED TABLE counters (
+            key text PRIMARY KEY, value bigint NOT NULL, expires_at timestamptz NOT NULL
+        )""",
+        "CREATE INDEX counters_by_expiry ON counters (expires_at)",
+    ),
 ]
 """`MIGRATIONS[n]` takes a schema from version `n` to `n + 1`. Append only."""
 
-_TABLES = ("runs", "approvals", "audit", "audit_head", "cache", "memory")
+_TABLES = ("runs", "approvals", "audit", "audit_head", "cache", "memory", "counters")
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _OUR_PARAMETERS = ("schema", "pool_size")
 _PURGE_EVERY = 60.0
@@ -600,6 +608,17 @@ class PostgresStore:
         value: dict[str, Any] = orjson.loads(rows[0][0])
         return value
 
+    async def add_count(self, key: str, amount: int, ttl: float) -> int:
+        rows = await self._fetch(
+            "INSERT INTO counters (key, value, expires_at) "
+            "VALUES (%s, %s, now() + make_interval(secs => %s)) "
+            "ON CONFLICT (key) DO UPDATE SET "
+            "value = CASE WHEN counters.expires_at > now() THEN counters.value ELSE 0 END "
+            "+ excluded.value, expires_at = excluded.expires_at RETURNING value",
+            [key, amount, ttl],
+        )
+        return int(rows[0][0])
+
     async def _put(self, table: str, key: str, value: bytes | str, ttl: float) -> None:
         if ttl <= 0:
             await self._write(f"DELETE FROM {table} WHERE key = %s", [key])
@@ -614,12 +633,12 @@ class PostgresStore:
         await self._purge()
 
     async def _purge(self) -> None:
-        """Delete expired cache and memory rows, at most once every `_PURGE_EVERY`."""
+        """Delete expired cache, memory and counter rows, at most once every `_PURGE_EVERY`."""
         now = time.monotonic()
         if now < self._next_purge:
             return
         self._next_purge = now + _PURGE_EVERY
-        for table in ("cache", "memory"):
+        for table in ("cache", "memory", "counters"):
             await self._write(f"DELETE FROM {table} WHERE expires_at <= now()", [])
 
 

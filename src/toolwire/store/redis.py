@@ -208,6 +208,14 @@ return 1
 
 # Only lease_until, only for the claim that holds the run. ARGV: prefix, holder, lease_until
 # (JSON).
+_ADD_COUNT = """
+-- KEYS[1]: the counter; ARGV: amount, ttl in ms. INCRBY and PEXPIRE as one step, so a
+-- counter never lives on without its expiry.
+local value = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return value
+"""
+
 _RENEW_LEASE = (
     _LIB
     + """
@@ -419,6 +427,7 @@ class RedisStore:
             _PRUNE_AUDIT,
             _MIGRATE_1,
             _SET_SCHEMA,
+            _ADD_COUNT,
         )
         self._scripts = {text: client.register_script(text) for text in lua}
         try:
@@ -875,6 +884,10 @@ class RedisStore:
             return None
         value: dict[str, Any] = orjson.loads(raw)
         return value
+
+    async def add_count(self, key: str, amount: int, ttl: float) -> int:
+        ttl_ms = max(1, round(ttl * 1000))
+        return int(await self._eval(_ADD_COUNT, [self._key("count", key)], [amount, ttl_ms]))
 
     async def _put(self, key: str, value: bytes, ttl: float) -> None:
         with self._errors():

@@ -157,6 +157,13 @@ MIGRATIONS: list[tuple[str, ...]] = [
            BEGIN SELECT RAISE(ABORT, 'the audit log is append-only (no REPLACE)'); END""",
         "CREATE INDEX runs_by_updated ON runs (updated_at)",
     ),
+    # 5: counters of the per-key limits.
+    (
+        """CREATE TABLE counters (
+            key TEXT PRIMARY KEY, value INTEGER NOT NULL, expires_at REAL NOT NULL
+        ) WITHOUT ROWID""",
+        "CREATE INDEX counters_by_expiry ON counters (expires_at)",
+    ),
 ]
 """`MIGRATIONS[n]` takes a file from schema version `n` to `n + 1`. Append only."""
 
@@ -190,6 +197,7 @@ class SqliteStore:
         self._lock = asyncio.Lock()
         """Held by every statement and by a transaction from BEGIN to COMMIT."""
         self._next_purge = 0.0
+        self._next_count_purge = 0.0
 
     async def open(self) -> None:
         if self._conn is not None:
@@ -639,6 +647,21 @@ class SqliteStore:
             return None
         value: dict[str, Any] = orjson.loads(rows[0][0])
         return value
+
+    async def add_count(self, key: str, amount: int, ttl: float) -> int:
+        now = time.time()
+        rows = await self._fetch(
+            "INSERT INTO counters (key, value, expires_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET "
+            "value = CASE WHEN counters.expires_at > ? THEN counters.value ELSE 0 END "
+            "+ excluded.value, expires_at = excluded.expires_at RETURNING value",
+            [key, amount, now + ttl, now],
+        )
+        if now >= self._next_count_purge:
+            # Windows that ended are never read again: drop them now and then.
+            self._next_count_purge = now + _PURGE_EVERY
+            await self._write("DELETE FROM counters WHERE expires_at <= ?", [now])
+        return int(rows[0][0])
 
     async def _put(self, table: str, key: str, value: bytes | str, ttl: float) -> None:
         now = time.time()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Final
 
 import httpx
@@ -39,8 +40,14 @@ async def _healthz(request: Request) -> Response:
 
 async def _readyz(request: Request) -> Response:
     gateway = gateway_of(request)
-    upstream, store = await asyncio.gather(_upstream(gateway), _store(gateway))
+    upstream, store, named = await asyncio.gather(
+        _upstream(gateway), _store(gateway), _named_upstreams(gateway)
+    )
+    if named:
+        # Failover covers a dead model server: one that answers is enough to serve.
+        upstream = "ok" if "ok" in named.values() else "unreachable"
     checks = {"upstream": upstream, "store": store}
+    checks.update({f"upstream:{name}": state for name, state in named.items()})
     for server in gateway.tools.mcp:
         checks[f"mcp:{server.name}"] = "ok" if server.status == "up" else server.status
     budget = getattr(request.app.state, "budget", None)
@@ -48,7 +55,11 @@ async def _readyz(request: Request) -> Response:
         # Named only when full: an idle probe's answer stays what it was.
         checks.update({name: "full" for name, full in budget.full().items() if full})
     # Full `GET /mcp` streams refuse only more of them: model traffic is still served.
-    ready = all(v in ("ok", "not used") for k, v in checks.items() if k != "mcp_streams")
+    ready = all(
+        v in ("ok", "not used")
+        for k, v in checks.items()
+        if k != "mcp_streams" and not k.startswith("upstream:")
+    )
     return json_response(
         {"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503
     )
@@ -65,6 +76,29 @@ async def _upstream(gateway: Gateway) -> str:
         logger.warning("readyz: the upstream is unreachable: %s", gateway.redact(str(exc)))
         return "unreachable"
     return "ok"
+
+
+async def _named_upstreams(gateway: Gateway) -> dict[str, str]:
+    """Each upstream of the `upstreams:` form: `ok`, `unreachable`, or `cooling down` when
+    every deployment on it is left out after failures."""
+    named = gateway.config.upstreams
+    cooling = {d.upstream for d in gateway.deployments() if d.cooled_until > time.monotonic()}
+    warm = {d.upstream for d in gateway.deployments() if d.cooled_until <= time.monotonic()}
+
+    async def probe(name: str) -> str:
+        upstream = named[name]
+        base_url = upstream.effective_base_url
+        if upstream.kind == "offline" or base_url is None:
+            return "ok"
+        try:
+            await gateway.http_client.get(base_url, timeout=PROBE_TIMEOUT)
+        except httpx.HTTPError as exc:
+            logger.warning("readyz: upstream %r is unreachable: %s", name, gateway.redact(str(exc)))
+            return "unreachable"
+        return "cooling down" if name in cooling and name not in warm else "ok"
+
+    states = await asyncio.gather(*(probe(name) for name in named))
+    return dict(zip(named, states, strict=True))
 
 
 async def _store(gateway: Gateway) -> str:
