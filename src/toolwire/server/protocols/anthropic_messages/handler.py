@@ -22,15 +22,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.agent.result import RunResult
 from toolwire.models import Model, ModelError, ModelResponse
 from toolwire.parsing.events import ContentDelta
 from toolwire.parsing.events import ReasoningDelta as ModelReasoningDelta
 from toolwire.server.caller import authenticate, gateway_of
-from toolwire.server.errors import GatewayError, store_error, upstream_error
+from toolwire.server.errors import GatewayError, upstream_error
 from toolwire.server.gateway import Gateway
-from toolwire.server.memory import remember_steps, restore_steps
-from toolwire.server.protocols.anthropic_messages.agent_path import agent_message, agent_stream
+from toolwire.server.protocols.anthropic_messages.agent_path import MessagesRunWriter
 from toolwire.server.protocols.anthropic_messages.request import (
     MessagesRequest,
     parse_messages_request,
@@ -44,15 +42,26 @@ from toolwire.server.protocols.anthropic_messages.wire import (
 )
 from toolwire.server.requests import read_json
 from toolwire.server.responses import IGNORED_HEADER, dropped_header, ignored_header, json_response
+from toolwire.server.session import Run, RunRequest, Session, start
 from toolwire.server.streaming import (
     ClientGone,
     stream_response,
     unless_disconnected,
 )
-from toolwire.store.base import StoreError
 from toolwire.tools import ToolContext
 
-__all__ = ["IGNORED_HEADER", "count_tokens", "messages", "routes"]
+__all__ = [
+    "DOOR",
+    "IGNORED_HEADER",
+    "answer",
+    "count_tokens",
+    "messages",
+    "routes",
+    "shutdown_event",
+]
+
+DOOR = "messages"
+"""This door's name in a run's state."""
 
 logger = logging.getLogger("toolwire.server")
 
@@ -75,15 +84,15 @@ async def messages(request: Request, gateway: Gateway, ctx: ToolContext) -> Resp
         answer = await _agent_response(request, gateway, req, ctx, writer)
         if isinstance(answer, dict):
             return json_response(answer, headers=headers)
-        return await stream_response(answer, headers, request, on_shutdown=_shutdown_event)
+        return await stream_response(answer, headers, request, on_shutdown=shutdown_event)
     if req.stream:
         stream = _direct_stream(model, req, writer, gateway.redact)
-        return await stream_response(stream, headers, request, on_shutdown=_shutdown_event)
+        return await stream_response(stream, headers, request, on_shutdown=shutdown_event)
     body = await unless_disconnected(request, _direct_complete(model, req, writer, gateway.redact))
     return json_response(body, headers=headers)
 
 
-def _shutdown_event(message: str) -> bytes:
+def shutdown_event(message: str) -> bytes:
     # Anthropic ends a failed stream with `event: error`; `overloaded_error` is its word
     # for "temporarily unable, retry".
     return MessageWriter.error(error_body(GatewayError(503, message, type="overloaded_error")))
@@ -185,37 +194,29 @@ async def _agent_response(
     writer: MessageWriter,
 ) -> AsyncIterator[bytes] | dict[str, Any]:
     """Run the agent loop for the request: a stream of events, or a whole message."""
-    try:
-        await gateway.ready()
-        history = await restore_steps(gateway.store, ctx.principal, req.messages)
-    except StoreError as exc:
-        raise store_error(exc) from None
-    agent = gateway.agents[req.model]
-    first = len(history)
-    events = agent.run_stream(
-        history,
+    run = await start(
+        gateway,
         ctx,
-        stream=req.stream,
-        settings=req.settings,
-        client_tools=req.tools,
-        model_id=req.model,
-        unknown_calls_to_client=gateway.config.dialect == "tool_request",
+        RunRequest(
+            door=DOOR,
+            model=req.model,
+            messages=tuple(req.messages),
+            tools=tuple(req.tools),
+            settings=req.settings,
+            stream=req.stream,
+        ),
     )
+    return await answer(request, gateway, run, writer)
 
-    async def on_done(result: RunResult) -> None:
-        await remember_steps(gateway.store, ctx.principal, result, first, gateway.config.memory_ttl)
 
-    if req.stream:
-        return agent_stream(
-            gateway,
-            events,
-            writer,
-            on_done=on_done,
-            resume=lambda run_id: agent.resume_stream(run_id, None, ctx, stream=True),
-        )
-    return await unless_disconnected(
-        request, agent_message(gateway, events, writer, on_done=on_done)
-    )
+async def answer(
+    request: Request, gateway: Gateway, run: Run, writer: MessageWriter
+) -> AsyncIterator[bytes] | dict[str, Any]:
+    """A run's answer as SSE events or one whole message (new and resumed runs)."""
+    session = Session(gateway, run, MessagesRunWriter(gateway.shown_arguments, writer))
+    if writer.stream:
+        return session.stream()
+    return await unless_disconnected(request, session.whole())
 
 
 # --- the routes ----------------------------------------------------------------------------

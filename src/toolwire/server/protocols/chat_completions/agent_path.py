@@ -2,7 +2,8 @@
 
 A run's events become Chat Completions chunks (server-tool activity as `toolwire`
 extension chunks the `openai` SDK skips) or one whole response with a `toolwire` field.
-The same writers serve a new request and a resumed run (`POST /v1/runs/{id}/resume`).
+The same writer serves a new request and a resumed run (`POST /v1/runs/{id}/resume`);
+the run's life is `toolwire.server.session`.
 
 A run that pauses for approval ends its response with the run id and the pending
 approvals (an `approval_required` extension chunk per call, then a `run_status` chunk);
@@ -12,22 +13,12 @@ the decisions and goes on in it.
 
 from __future__ import annotations
 
-import contextlib
-import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
-from toolwire.agent import (
-    AgentEvent,
-    Done,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallResult,
-)
+from toolwire.agent import AgentEvent, ReasoningDelta, TextDelta, ToolCallResult
 from toolwire.agent.result import RunResult
-from toolwire.models import AssistantMessage, FinishReason, ModelError
-from toolwire.server.errors import error_body, store_error, upstream_error
-from toolwire.server.gateway import Gateway
+from toolwire.models import AssistantMessage, FinishReason
+from toolwire.server.errors import GatewayError, error_body
 from toolwire.server.protocols.chat_completions.wire import (
     DONE,
     ChunkWriter,
@@ -35,117 +26,71 @@ from toolwire.server.protocols.chat_completions.wire import (
     new_completion_id,
 )
 from toolwire.server.run_view import (
+    TURN_SEPARATOR,
     Shown,
     event_payload,
     run_extension,
     run_status,
-    wait_for_decisions,
 )
-from toolwire.store.base import StoreError
 
-__all__ = ["TURN_SEPARATOR", "agent_complete", "agent_stream"]
-
-logger = logging.getLogger("toolwire.server")
-
-TURN_SEPARATOR = "\n\n"
-"""Between the text of two model turns of one run (streamed and whole alike)."""
+__all__ = ["ChatRunWriter"]
 
 
-async def agent_complete(
-    gateway: Gateway,
-    events: AsyncGenerator[AgentEvent, None],
-    model_id: str,
-    on_done: Callable[[RunResult], Any] | None = None,
-) -> dict[str, Any]:
-    """A whole `chat.completion` from a run's events."""
-    done: Done | None = None
-    async with contextlib.aclosing(events):
-        async for event in events:
-            if isinstance(event, Done):
-                done = event
-    assert done is not None
-    if done.exception is not None:
-        raise _failure(gateway, done.exception)
-    result = done.result
-    if on_done is not None:
-        await on_done(result)
-    message, finish = _final_message(result)
-    return completion_body(
-        id=new_completion_id(),
-        model=model_id,
-        message=message,
-        finish_reason=finish,
-        usage=result.usage,
-        extension=run_extension(result, gateway.shown_arguments),
-    )
+class ChatRunWriter:
+    """A run's events as Chat Completions chunks, or one whole `chat.completion`."""
 
+    def __init__(self, shown: Shown, *, model: str, stream: bool, include_usage: bool) -> None:
+        self.shown = shown
+        self.model = model
+        self.chunks = ChunkWriter(id=new_completion_id(), model=model)
+        self.stream = stream
+        self.include_usage = include_usage
+        self.wrote_text = self.separate = False
 
-async def agent_stream(
-    gateway: Gateway,
-    events: AsyncGenerator[AgentEvent, None],
-    writer: ChunkWriter,
-    *,
-    include_usage: bool,
-    on_done: Callable[[RunResult], Any] | None = None,
-    resume: Callable[[str], AsyncGenerator[AgentEvent, None]] | None = None,
-) -> AsyncIterator[bytes]:
-    """SSE chunks from a run's events.
+    @property
+    def streaming(self) -> bool:
+        return self.stream
 
-    Args:
-        resume: Continues a paused run by id; given when the stream may wait for
-            approvals (`approvals.wait_seconds`).
-    """
-    opened = wrote_text = separate = False
-    while True:
-        final: RunResult | None = None
-        async with contextlib.aclosing(events):
-            async for event in events:
-                if isinstance(event, Done):
-                    if event.exception is not None:
-                        exc = event.exception
-                        if not opened:
-                            raise _failure(gateway, exc)
-                        logger.warning(
-                            "run failed mid-stream: %s", gateway.redact(event.error or "")
-                        )
-                        yield writer.error(_failure_payload(exc, gateway.redact))
-                        yield DONE
-                        return
-                    final = event.result
-                    break
-                if not opened:
-                    opened = True
-                    yield writer.role()
-                if isinstance(event, TextDelta) and event.text:
-                    # Text of a turn after a tool turn starts a new paragraph, exactly as
-                    # the turns are joined in a whole response.
-                    if separate:
-                        yield writer.content(TURN_SEPARATOR)
-                        separate = False
-                    wrote_text = True
-                elif isinstance(event, ToolCallResult):
-                    separate = wrote_text
-                chunk = _event_chunk(event, writer, gateway.shown_arguments)
-                if chunk is not None:
-                    yield chunk
-        assert final is not None
-        if not opened:
-            opened = True
-            yield writer.role()
-        if (
-            final.status == "awaiting_approval"
-            and resume is not None
-            and gateway.config.approvals.wait_seconds > 0
-            and await wait_for_decisions(gateway, final, gateway.config.approvals.wait_seconds)
-        ):
-            # Decided while the client waited: go on in the same stream.
-            events = resume(final.run_id)
-            continue
-        if on_done is not None:
-            await on_done(final)
-        for chunk in _finish(final, writer, include_usage, gateway.shown_arguments):
-            yield chunk
-        return
+    def opening(self) -> bytes:
+        return self.chunks.role() if self.stream else b""
+
+    def event(self, event: AgentEvent) -> bytes:
+        if not self.stream:
+            return b""
+        out = b""
+        if isinstance(event, TextDelta) and event.text:
+            # Text of a turn after a tool turn starts a new paragraph, exactly as the
+            # turns are joined in a whole response.
+            if self.separate:
+                out = self.chunks.content(TURN_SEPARATOR)
+                self.separate = False
+            self.wrote_text = True
+        elif isinstance(event, ToolCallResult):
+            self.separate = self.wrote_text
+        return out + (_event_chunk(event, self.chunks, self.shown) or b"")
+
+    def close(self, result: RunResult) -> bytes:
+        return b""
+
+    def end(self, result: RunResult) -> bytes:
+        if not self.stream:
+            return b""
+        return b"".join(_finish(result, self.chunks, self.include_usage, self.shown))
+
+    def failed(self, error: GatewayError) -> bytes:
+        payload = error_body(error.message, type=error.type, param=error.param, code=error.code)
+        return ChunkWriter.error(payload) + DONE
+
+    def whole(self, result: RunResult) -> dict[str, Any]:
+        message, finish = _final_message(result)
+        return completion_body(
+            id=new_completion_id(),
+            model=self.model,
+            message=message,
+            finish_reason=finish,
+            usage=result.usage,
+            extension=run_extension(result, self.shown),
+        )
 
 
 def _event_chunk(event: AgentEvent, writer: ChunkWriter, shown: Shown) -> bytes | None:
@@ -201,27 +146,3 @@ def _final_message(result: RunResult) -> tuple[AssistantMessage, FinishReason]:
     return AssistantMessage(
         content=TURN_SEPARATOR.join(t for t in (text, result.output) if t)
     ), "stop"
-
-
-# --- errors -------------------------------------------------------------------------------
-
-
-def _failure(gateway: Gateway, exc: BaseException) -> Exception:
-    if isinstance(exc, ModelError):
-        return upstream_error(exc, gateway.redact)
-    if isinstance(exc, StoreError):
-        return store_error(exc)
-    assert isinstance(exc, Exception)
-    return exc
-
-
-def _failure_payload(exc: BaseException, redact: Callable[[str], str]) -> dict[str, Any]:
-    if isinstance(exc, ModelError):
-        error = upstream_error(exc, redact)
-        return error_body(error.message, type=error.type, param=error.param, code=error.code)
-    if isinstance(exc, StoreError):
-        error = store_error(exc)
-        return error_body(error.message, type=error.type, code=error.code)
-    return error_body(
-        "The gateway failed while running the request; see its log.", type="server_error"
-    )

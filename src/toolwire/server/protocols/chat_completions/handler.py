@@ -25,19 +25,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire import tracing
-from toolwire.agent.result import RunResult
 from toolwire.models import Model, ModelError, ModelResponse
 from toolwire.parsing.events import ContentDelta, ToolCallArgsDelta
 from toolwire.parsing.events import ReasoningDelta as ModelReasoningDelta
 from toolwire.parsing.events import ToolCallStart as ModelToolCallStart
 from toolwire.server.caller import authenticate, gateway_of
-from toolwire.server.errors import error_body, store_error, upstream_error
+from toolwire.server.errors import error_body, upstream_error
 from toolwire.server.gateway import Gateway
-from toolwire.server.memory import remember_steps, restore_steps
-from toolwire.server.protocols.chat_completions.agent_path import (
-    agent_complete,
-    agent_stream,
-)
+from toolwire.server.protocols.chat_completions.agent_path import ChatRunWriter
 from toolwire.server.protocols.chat_completions.request import ChatRequest, parse_chat_request
 from toolwire.server.protocols.chat_completions.wire import (
     DONE,
@@ -47,11 +42,14 @@ from toolwire.server.protocols.chat_completions.wire import (
 )
 from toolwire.server.requests import read_json
 from toolwire.server.responses import DROPPED_HEADER, dropped_header, json_response
+from toolwire.server.session import Run, RunRequest, Session, start
 from toolwire.server.streaming import stream_response, unless_disconnected
-from toolwire.store.base import StoreError
 from toolwire.tools import ToolContext
 
-__all__ = ["DROPPED_HEADER", "chat_completions", "routes"]
+__all__ = ["DOOR", "DROPPED_HEADER", "answer", "chat_completions", "routes", "shutdown_event"]
+
+DOOR = "chat_completions"
+"""This door's name in a run's state."""
 
 logger = logging.getLogger("toolwire.server")
 
@@ -164,39 +162,29 @@ async def _agent_response(
     request: Request, gateway: Gateway, chat: ChatRequest, ctx: ToolContext
 ) -> AsyncIterator[bytes] | dict[str, Any]:
     """Run the agent loop for the request: a stream of chunks, or a whole response."""
-    try:
-        await gateway.ready()
-        messages = await restore_steps(gateway.store, ctx.principal, chat.messages)
-    except StoreError as exc:
-        raise store_error(exc) from None
-    agent = gateway.agents[chat.model]
-    first = len(messages)
-    events = agent.run_stream(
-        messages,
-        ctx,
-        stream=chat.stream,
+    req = RunRequest(
+        door=DOOR,
+        model=chat.model,
+        messages=tuple(chat.messages),
+        tools=tuple(chat.tools),
         settings=chat.settings,
-        client_tools=chat.tools,
-        model_id=chat.model,
-        unknown_calls_to_client=gateway.config.dialect == "tool_request",
+        stream=chat.stream,
     )
+    run = await start(gateway, ctx, req)
+    return await answer(request, gateway, run, chat.model, chat.stream, chat.include_usage)
 
-    async def on_done(result: RunResult) -> None:
-        await remember_steps(gateway.store, ctx.principal, result, first, gateway.config.memory_ttl)
 
-    if chat.stream:
-        writer = ChunkWriter(id=new_completion_id(), model=chat.model)
-        return agent_stream(
-            gateway,
-            events,
-            writer,
-            include_usage=chat.include_usage,
-            on_done=on_done,
-            resume=lambda run_id: agent.resume_stream(run_id, None, ctx, stream=True),
-        )
-    return await unless_disconnected(
-        request, agent_complete(gateway, events, chat.model, on_done=on_done)
+async def answer(
+    request: Request, gateway: Gateway, run: Run, model: str, stream: bool, include_usage: bool
+) -> AsyncIterator[bytes] | dict[str, Any]:
+    """A run's answer as chunks or one whole `chat.completion` (new and resumed runs)."""
+    writer = ChatRunWriter(
+        gateway.shown_arguments, model=model, stream=stream, include_usage=include_usage
     )
+    session = Session(gateway, run, writer)
+    if stream:
+        return session.stream()
+    return await unless_disconnected(request, session.whole())
 
 
 # --- errors -------------------------------------------------------------------------------
