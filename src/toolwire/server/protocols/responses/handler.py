@@ -30,7 +30,7 @@ from toolwire.server.approvals import decide, may_see, may_see_run
 from toolwire.server.caller import Caller, authenticate, gateway_of
 from toolwire.server.errors import GatewayError, store_error
 from toolwire.server.gateway import Gateway
-from toolwire.server.protocols.chat_completions.transcript import field_error
+from toolwire.server.protocols.checks import field_error
 from toolwire.server.protocols.responses.items import Input, parse_input
 from toolwire.server.protocols.responses.request import ResponsesRequest, parse_responses_request
 from toolwire.server.protocols.responses.state import (

@@ -24,11 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.models.base import ModelSettings, ToolChoice
 from toolwire.server.config import LimitsConfig
-from toolwire.server.protocols.chat_completions.request import (
+from toolwire.server.protocols.checks import (
     check_tool_choice,
+    field_error,
+    json_type,
+    shown,
     tool_parameters,
 )
-from toolwire.server.protocols.chat_completions.transcript import field_error, json_type, shown
 from toolwire.server.requests import validate_body
 from toolwire.tools.tool import Tool
 
