@@ -327,19 +327,3 @@ def _tool_choice(
             code="invalid_tool_choice",
         )
     return check_tool_choice(choice, tools, server_tools, name_field="tool_choice.name")
-    names = [*(tool.name for tool in tools), *server_tools]
-    if not names:
-        raise field_error(
-            "tool_choice",
-            f"{shown(choice) if choice == 'required' else 'a named function'} needs "
-            "tools, and this request has none (nor does the gateway); send 'tools' or "
-            "use 'auto'.",
-            code="invalid_tool_choice",
-        )
-    if choice != "required" and choice not in names:
-        raise field_error(
-            "tool_choice.name",
-            f"{choice!r} is not one of the tools; use one of {', '.join(repr(n) for n in names)}.",
-            code="invalid_tool_choice",
-        )
-    return choice
