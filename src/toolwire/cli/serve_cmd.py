@@ -295,8 +295,8 @@ def check_document(doc: ConfigDocument) -> int:
         The number of server tools (0 when they could not be loaded).
     """
     from toolwire.server import ServerToolsConfig, load_server_tools
+    from toolwire.server.configuration.loader import approver_findings, environment_findings
     from toolwire.server.gateway import tool_approvers
-    from toolwire.server.loader import approver_findings, environment_findings
 
     server_tools = doc.sections.get("server_tools")
     if not isinstance(server_tools, ServerToolsConfig):

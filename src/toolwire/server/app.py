@@ -22,13 +22,13 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 
 from toolwire import tracing
-from toolwire.server.config import GatewayConfig
+from toolwire.server.configuration.config import GatewayConfig
+from toolwire.server.configuration.loader import ConfigError, ConfigProblem
 from toolwire.server.door_errors import CatchAll, door_body
 from toolwire.server.draining import Drain
 from toolwire.server.errors import GatewayError
 from toolwire.server.gateway import Gateway
 from toolwire.server.limits import Budget, InFlightLimit
-from toolwire.server.loader import ConfigError, ConfigProblem
 from toolwire.server.observability import MeteredAudit, Metrics, Observe, metrics_routes
 from toolwire.server.protocols.anthropic_messages import routes as messages_routes
 from toolwire.server.protocols.chat_completions import routes as chat_routes

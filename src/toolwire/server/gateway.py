@@ -23,15 +23,14 @@ from toolwire.models.parsed import FailureHook
 from toolwire.runner import Policy, ToolRunner
 from toolwire.runner.audit import redact_arguments, redact_arguments_json
 from toolwire.server.auth import GatewayKey, Keyring
-from toolwire.server.config import (
+from toolwire.server.configuration.config import (
     GatewayConfig,
     McpServerConfig,
     ModelRoute,
     OpenApiToolsConfig,
     ServerToolsConfig,
 )
-from toolwire.server.errors import GatewayError
-from toolwire.server.loader import (
+from toolwire.server.configuration.loader import (
     ConfigError,
     ConfigProblem,
     Loc,
@@ -39,6 +38,7 @@ from toolwire.server.loader import (
     environment_findings,
     format_path,
 )
+from toolwire.server.errors import GatewayError
 from toolwire.server.upstreams import build_model
 from toolwire.store import Store, StoreError, default_store_url, open_store
 from toolwire.tools import Tool, ToolContext, ToolDefinitionError, ToolProvider

@@ -193,7 +193,7 @@ def serve(
 def build_app(config_json: str, access_log: bool = True, log_format: str = "text") -> Starlette:
     """The app for `GatewayConfig` JSON: what each worker process runs."""
     from toolwire.server.app import create_app
-    from toolwire.server.config import GatewayConfig
+    from toolwire.server.configuration.config import GatewayConfig
     from toolwire.server.logs import configure_logging
 
     configure_logging(options_level(), log_format)

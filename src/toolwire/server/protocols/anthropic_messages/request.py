@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.models.base import ModelSettings, ToolChoice
 from toolwire.models.messages import Message
-from toolwire.server.config import LimitsConfig
+from toolwire.server.configuration.config import LimitsConfig
 from toolwire.server.protocols.anthropic_messages.transcript import parse_transcript
 from toolwire.server.protocols.checks import field_error as _bad
 from toolwire.server.protocols.checks import json_type, tool_parameters

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolwire.models.base import ModelSettings, ToolChoice
 from toolwire.models.messages import Message
-from toolwire.server.config import Dialect, LimitsConfig
+from toolwire.server.configuration.config import Dialect, LimitsConfig
 from toolwire.server.protocols.chat_completions.transcript import parse_messages
 from toolwire.server.protocols.checks import check_tool_choice, json_type, tool_parameters
 from toolwire.server.protocols.checks import field_error as _bad

@@ -29,7 +29,7 @@ from toolwire.models.messages import (
     ToolMessage,
     UserMessage,
 )
-from toolwire.server.config import Dialect
+from toolwire.server.configuration.config import Dialect
 from toolwire.server.errors import GatewayError
 from toolwire.server.json_depth import text_too_deep
 from toolwire.server.protocols.checks import (

@@ -31,7 +31,7 @@ from toolwire.models.messages import (
     SystemMessage,
     ToolMessage,
 )
-from toolwire.server.config import Dialect
+from toolwire.server.configuration.config import Dialect
 from toolwire.server.errors import GatewayError
 from toolwire.server.json_depth import text_too_deep
 from toolwire.server.protocols.checks import as_tool_request as tool_request_call

@@ -23,7 +23,7 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.models.base import ModelSettings, ToolChoice
-from toolwire.server.config import LimitsConfig
+from toolwire.server.configuration.config import LimitsConfig
 from toolwire.server.protocols.checks import (
     check_tool_choice,
     field_error,
