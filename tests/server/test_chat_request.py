@@ -10,7 +10,7 @@ import pytest
 from toolwire.models.base import ModelSettings
 from toolwire.models.messages import AssistantMessage, ToolMessage, UserMessage
 from toolwire.server.configuration.config import Dialect, LimitsConfig
-from toolwire.server.errors import GatewayError
+from toolwire.server.http.errors import GatewayError
 from toolwire.server.protocols.chat_completions import request as chat_request
 from toolwire.server.protocols.chat_completions.request import ChatRequest, parse_chat_request
 from toolwire.tools.call import ToolCall

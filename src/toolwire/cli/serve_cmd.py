@@ -151,8 +151,8 @@ def serve(
         tool_names = [t.name for t in gateway.server_tool_list]
         _print_banner(settings, str(bound_host), int(bound_port), config, tool_names, gateway.store)
 
+    from toolwire.server.http.serving import ServeOptions, StartupError, build_app, serve
     from toolwire.server.logs import configure_logging
-    from toolwire.server.serving import ServeOptions, StartupError, build_app, serve
 
     level = os.environ.get("TOOLWIRE_LOG_LEVEL", "info")
     configure_logging(level, log_format)
@@ -184,7 +184,7 @@ def serve(
 
 
 async def _start_gateway(gateway: Gateway) -> None:
-    from toolwire.server.serving import StartupError
+    from toolwire.server.http.serving import StartupError
     from toolwire.tools import ToolDefinitionError
 
     waiting = Waiting(stderr_console())

@@ -28,9 +28,9 @@ from toolwire.server.configuration.loader import (
     parse_config,
     read_config,
 )
-from toolwire.server.errors import GatewayError
 from toolwire.server.extra import SERVER_EXTRA_MESSAGE, MissingExtraError, require_server_extra
 from toolwire.server.gateway import Gateway, load_server_tools
+from toolwire.server.http.errors import GatewayError
 
 if TYPE_CHECKING:
     from toolwire.server.app import create_app

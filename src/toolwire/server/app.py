@@ -24,26 +24,26 @@ from starlette.routing import Match, Route
 from toolwire import tracing
 from toolwire.server.configuration.config import GatewayConfig
 from toolwire.server.configuration.loader import ConfigError, ConfigProblem
-from toolwire.server.door_errors import CatchAll, door_body
-from toolwire.server.draining import Drain
-from toolwire.server.errors import GatewayError
 from toolwire.server.gateway import Gateway
-from toolwire.server.limits import Budget, InFlightLimit
+from toolwire.server.http.door_errors import CatchAll, door_body
+from toolwire.server.http.draining import Drain
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.limits import Budget, InFlightLimit
+from toolwire.server.http.request_id import RequestId
+from toolwire.server.http.responses import json_response
+from toolwire.server.http.streaming import ClientGone
 from toolwire.server.observability import MeteredAudit, Metrics, Observe, metrics_routes
 from toolwire.server.protocols.anthropic_messages import routes as messages_routes
 from toolwire.server.protocols.chat_completions import routes as chat_routes
 from toolwire.server.protocols.mcp import McpFrontDoor, mcp_available
 from toolwire.server.protocols.models import routes as model_routes
 from toolwire.server.protocols.responses import routes as responses_routes
-from toolwire.server.request_id import RequestId
-from toolwire.server.responses import json_response
 from toolwire.server.retention import keep_pruning
 from toolwire.server.routes.openapi import routes as openapi_routes
 from toolwire.server.routes.playground import routes as playground_routes
 from toolwire.server.routes.probes import routes as probe_routes
 from toolwire.server.routes.runs import routes as run_routes
 from toolwire.server.routes.tools import routes as tool_routes
-from toolwire.server.streaming import ClientGone
 
 __all__ = ["create_app"]
 

@@ -38,7 +38,7 @@ from toolwire.server.configuration.loader import (
     environment_findings,
     format_path,
 )
-from toolwire.server.errors import GatewayError
+from toolwire.server.http.errors import GatewayError
 from toolwire.server.upstreams import build_model
 from toolwire.store import Store, StoreError, default_store_url, open_store
 from toolwire.tools import Tool, ToolContext, ToolDefinitionError, ToolProvider

@@ -27,8 +27,8 @@ from toolwire.models.base import ModelSettings
 from toolwire.models.messages import Message
 from toolwire.server.approvals import resume_audit, run_context
 from toolwire.server.caller import Caller
-from toolwire.server.errors import GatewayError, store_error, upstream_error
 from toolwire.server.gateway import Gateway
+from toolwire.server.http.errors import GatewayError, store_error, upstream_error
 from toolwire.server.memory import remember_steps, restore_steps
 from toolwire.server.run_view import wait_for_decisions
 from toolwire.store.base import RunRecord, StoreError

@@ -13,8 +13,8 @@ import jsonschema_rs
 import orjson
 
 from toolwire.models.base import ToolChoice
-from toolwire.server.errors import GatewayError
-from toolwire.server.json_depth import MAX_JSON_DEPTH, JsonTooDeep, loads_text
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.json_depth import MAX_JSON_DEPTH, JsonTooDeep, loads_text
 from toolwire.tools.call import ToolCall
 from toolwire.tools.tool import Tool
 

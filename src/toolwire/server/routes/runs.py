@@ -37,17 +37,17 @@ from starlette.routing import Route
 from toolwire.agent.journal import read_status
 from toolwire.server.approvals import decide, list_visible, may_see, may_see_run
 from toolwire.server.caller import Caller, authenticate, gateway_of
-from toolwire.server.errors import GatewayError, store_error
 from toolwire.server.gateway import Gateway
+from toolwire.server.http.errors import GatewayError, store_error
+from toolwire.server.http.request_id import request_id_of
+from toolwire.server.http.requests import read_json, validate_body
+from toolwire.server.http.responses import json_response
+from toolwire.server.http.streaming import stream_response
 from toolwire.server.protocols.anthropic_messages import handler as messages_door
 from toolwire.server.protocols.anthropic_messages.wire import MessageWriter, new_message_id
 from toolwire.server.protocols.chat_completions import handler as chat_door
 from toolwire.server.protocols.responses import handler as responses_door
-from toolwire.server.request_id import request_id_of
-from toolwire.server.requests import read_json, validate_body
-from toolwire.server.responses import json_response
 from toolwire.server.session import resume
-from toolwire.server.streaming import stream_response
 from toolwire.store.base import (
     ApprovalRecord,
     ApprovalStatus,

@@ -20,7 +20,7 @@ from typing import Any
 
 from toolwire.agent import AgentEvent, ReasoningDelta, TextDelta, ToolCallResult
 from toolwire.agent.result import RunResult
-from toolwire.server.errors import GatewayError
+from toolwire.server.http.errors import GatewayError
 from toolwire.server.protocols.anthropic_messages.wire import (
     MessageWriter,
     error_body,

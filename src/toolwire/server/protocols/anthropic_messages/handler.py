@@ -26,8 +26,20 @@ from toolwire.models import Model, ModelError, ModelResponse
 from toolwire.parsing.events import ContentDelta
 from toolwire.parsing.events import ReasoningDelta as ModelReasoningDelta
 from toolwire.server.caller import authenticate, gateway_of
-from toolwire.server.errors import GatewayError, upstream_error
 from toolwire.server.gateway import Gateway
+from toolwire.server.http.errors import GatewayError, upstream_error
+from toolwire.server.http.requests import read_json
+from toolwire.server.http.responses import (
+    IGNORED_HEADER,
+    dropped_header,
+    ignored_header,
+    json_response,
+)
+from toolwire.server.http.streaming import (
+    ClientGone,
+    stream_response,
+    unless_disconnected,
+)
 from toolwire.server.protocols.anthropic_messages.agent_path import MessagesRunWriter
 from toolwire.server.protocols.anthropic_messages.request import (
     MessagesRequest,
@@ -40,14 +52,7 @@ from toolwire.server.protocols.anthropic_messages.wire import (
     new_message_id,
     stop_reason,
 )
-from toolwire.server.requests import read_json
-from toolwire.server.responses import IGNORED_HEADER, dropped_header, ignored_header, json_response
 from toolwire.server.session import Run, RunRequest, Session, start
-from toolwire.server.streaming import (
-    ClientGone,
-    stream_response,
-    unless_disconnected,
-)
 from toolwire.tools import ToolContext
 
 __all__ = [

@@ -27,7 +27,7 @@ from toolwire.models.messages import (
     ToolMessage,
     UserMessage,
 )
-from toolwire.server.errors import GatewayError
+from toolwire.server.http.errors import GatewayError
 from toolwire.server.protocols.checks import field_error, json_type, shown
 from toolwire.tools.call import ToolCall
 

@@ -18,7 +18,7 @@ from typing import Any
 from toolwire.agent import AgentEvent, ReasoningDelta, TextDelta, ToolCallResult
 from toolwire.agent.result import RunResult
 from toolwire.models import AssistantMessage, FinishReason
-from toolwire.server.errors import GatewayError, error_body
+from toolwire.server.http.errors import GatewayError, error_body
 from toolwire.server.protocols.chat_completions.wire import (
     DONE,
     ChunkWriter,

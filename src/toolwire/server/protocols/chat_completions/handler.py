@@ -30,8 +30,11 @@ from toolwire.parsing.events import ContentDelta, ToolCallArgsDelta
 from toolwire.parsing.events import ReasoningDelta as ModelReasoningDelta
 from toolwire.parsing.events import ToolCallStart as ModelToolCallStart
 from toolwire.server.caller import authenticate, gateway_of
-from toolwire.server.errors import error_body, upstream_error
 from toolwire.server.gateway import Gateway
+from toolwire.server.http.errors import error_body, upstream_error
+from toolwire.server.http.requests import read_json
+from toolwire.server.http.responses import DROPPED_HEADER, dropped_header, json_response
+from toolwire.server.http.streaming import stream_response, unless_disconnected
 from toolwire.server.protocols.chat_completions.agent_path import ChatRunWriter
 from toolwire.server.protocols.chat_completions.request import ChatRequest, parse_chat_request
 from toolwire.server.protocols.chat_completions.wire import (
@@ -40,10 +43,7 @@ from toolwire.server.protocols.chat_completions.wire import (
     completion_body,
     new_completion_id,
 )
-from toolwire.server.requests import read_json
-from toolwire.server.responses import DROPPED_HEADER, dropped_header, json_response
 from toolwire.server.session import Run, RunRequest, Session, start
-from toolwire.server.streaming import stream_response, unless_disconnected
 from toolwire.tools import ToolContext
 
 __all__ = ["DOOR", "DROPPED_HEADER", "answer", "chat_completions", "routes", "shutdown_event"]

@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from toolwire.models.base import ModelSettings, ToolChoice
 from toolwire.models.messages import Message
 from toolwire.server.configuration.config import Dialect, LimitsConfig
+from toolwire.server.http.requests import validate_body
 from toolwire.server.protocols.chat_completions.transcript import parse_messages
 from toolwire.server.protocols.checks import check_tool_choice, json_type, tool_parameters
 from toolwire.server.protocols.checks import field_error as _bad
 from toolwire.server.protocols.checks import shown as _shown
-from toolwire.server.requests import validate_body
 from toolwire.tools.tool import Tool
 
 __all__ = ["ChatRequest", "parse_chat_request"]

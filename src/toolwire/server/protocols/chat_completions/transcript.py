@@ -30,8 +30,8 @@ from toolwire.models.messages import (
     UserMessage,
 )
 from toolwire.server.configuration.config import Dialect
-from toolwire.server.errors import GatewayError
-from toolwire.server.json_depth import text_too_deep
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.json_depth import text_too_deep
 from toolwire.server.protocols.checks import (
     as_tool_request,
     deep_arguments,

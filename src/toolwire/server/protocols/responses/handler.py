@@ -28,8 +28,11 @@ from toolwire.agent.result import RunResult
 from toolwire.models.messages import AssistantMessage, SystemMessage
 from toolwire.server.approvals import decide, may_see, may_see_run
 from toolwire.server.caller import Caller, authenticate, gateway_of
-from toolwire.server.errors import GatewayError, store_error
 from toolwire.server.gateway import Gateway
+from toolwire.server.http.errors import GatewayError, store_error
+from toolwire.server.http.requests import read_json
+from toolwire.server.http.responses import dropped_header, json_response
+from toolwire.server.http.streaming import stream_response, unless_disconnected
 from toolwire.server.protocols.checks import field_error
 from toolwire.server.protocols.responses.items import Input, parse_input
 from toolwire.server.protocols.responses.request import ResponsesRequest, parse_responses_request
@@ -52,10 +55,7 @@ from toolwire.server.protocols.responses.wire import (
     new_id,
     response_head,
 )
-from toolwire.server.requests import read_json
-from toolwire.server.responses import dropped_header, json_response
 from toolwire.server.session import Run, RunRequest, Session, resume, start
-from toolwire.server.streaming import stream_response, unless_disconnected
 from toolwire.store.base import ApprovalRecord, RunRecord, StoreError
 
 __all__ = ["DOOR", "resume_answer", "routes"]

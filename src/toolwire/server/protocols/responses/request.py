@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.models.base import ModelSettings, ToolChoice
 from toolwire.server.configuration.config import LimitsConfig
+from toolwire.server.http.requests import validate_body
 from toolwire.server.protocols.checks import (
     check_tool_choice,
     field_error,
@@ -31,7 +32,6 @@ from toolwire.server.protocols.checks import (
     shown,
     tool_parameters,
 )
-from toolwire.server.requests import validate_body
 from toolwire.tools.tool import Tool
 
 __all__ = ["ResponsesRequest", "parse_responses_request"]

@@ -24,7 +24,7 @@ from toolwire.models.base import ModelSettings
 from toolwire.models.messages import Message, Usage
 from toolwire.parsing.events import ContentDelta, ToolCallArgsDelta
 from toolwire.parsing.events import ToolCallStart as ModelToolCallStart
-from toolwire.server.errors import GatewayError, store_error, upstream_error
+from toolwire.server.http.errors import GatewayError, store_error, upstream_error
 from toolwire.server.protocols.responses.wire import (
     ResponseWriter,
     approval_request_item,

@@ -1,5 +1,5 @@
 """uvicorn's httptools protocol with the header deadline and the JSON 400 (kept apart so
-that a missing `httptools` only makes `toolwire.server.serving` fall back to h11)."""
+that a missing `httptools` only makes `toolwire.server.http.serving` fall back to h11)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from toolwire.server.serving import HeaderDeadline, header_timeout, send_bad_request
+from toolwire.server.http.serving import HeaderDeadline, header_timeout, send_bad_request
 
 __all__ = ["HttpToolsWithHeaderDeadline"]
 

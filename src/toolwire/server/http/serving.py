@@ -32,7 +32,7 @@ import uvicorn
 from starlette.applications import Starlette
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from toolwire.server.draining import Drain
+from toolwire.server.http.draining import Drain
 
 __all__ = [
     "DEFAULT_HEADER_TIMEOUT",
@@ -291,7 +291,7 @@ def send_bad_request(transport: asyncio.Transport) -> None:
 
 def _protocol_class() -> type[asyncio.Protocol]:
     try:
-        from toolwire.server._httptools_protocol import HttpToolsWithHeaderDeadline
+        from toolwire.server.http._httptools_protocol import HttpToolsWithHeaderDeadline
     except ImportError:  # httptools is optional; uvicorn falls back to h11 the same way
         return H11WithHeaderDeadline
     return HttpToolsWithHeaderDeadline
