@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from toolwire.agent.result import RunResult
 from toolwire.models.messages import AssistantMessage, SystemMessage
-from toolwire.server.approvals import decide, may_see, may_see_run
+from toolwire.server.access import decide, may_see, may_see_run
 from toolwire.server.caller import Caller, authenticate, gateway_of
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.errors import GatewayError, store_error
