@@ -9,7 +9,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from toolwire.server.http.serving import HeaderDeadline, header_timeout, send_bad_request
+from toolwire.server.http.header_deadline import HeaderDeadline, header_timeout, send_bad_request
 
 __all__ = ["HttpToolsWithHeaderDeadline"]
 
