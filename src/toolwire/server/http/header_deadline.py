@@ -15,6 +15,7 @@ __all__ = [
     "DEFAULT_HEADER_TIMEOUT",
     "H11WithHeaderDeadline",
     "HeaderDeadline",
+    "HeaderDeadlineMixin",
     "header_timeout",
     "send_bad_request",
 ]
@@ -89,15 +90,18 @@ def header_timeout(config: uvicorn.Config) -> float:
     return float(value)
 
 
-class H11WithHeaderDeadline(H11Protocol):
-    """uvicorn's h11 protocol with the header deadline and the JSON 400."""
+class HeaderDeadlineMixin(asyncio.Protocol):
+    """The header deadline and the JSON 400 for one of uvicorn's HTTP protocol classes
+    (put first among the bases: `class P(HeaderDeadlineMixin, H11Protocol)`)."""
 
-    def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
-        super().__init__(config, *args, **kwargs)
-        self._deadline = HeaderDeadline(self, header_timeout(config))
+    config: uvicorn.Config
+    transport: asyncio.Transport
+    cycle: Any
+    _deadline: HeaderDeadline
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        self._deadline = HeaderDeadline(self, header_timeout(self.config))
         self._deadline.arm(partial=False)
 
     def data_received(self, data: bytes) -> None:
@@ -111,6 +115,10 @@ class H11WithHeaderDeadline(H11Protocol):
 
     def send_400_response(self, msg: str) -> None:
         send_bad_request(self.transport)
+
+
+class H11WithHeaderDeadline(HeaderDeadlineMixin, H11Protocol):
+    """uvicorn's h11 protocol with the header deadline and the JSON 400."""
 
 
 def send_bad_request(transport: asyncio.Transport) -> None:
