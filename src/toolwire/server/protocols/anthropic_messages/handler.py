@@ -5,7 +5,7 @@ Two paths, chosen as on the chat endpoint by whether the gateway has server tool
 - **Direct**: one model turn. Text streams as the upstream writes it; each tool call is
   written whole once the turn is complete (see `wire.MessageWriter`).
 - **Agent**: the loop runs server tools inside the gateway until the model answers or
-  calls a client tool (see `agent_path`).
+  calls a client tool (see `run_writer`).
 
 Every failure on these routes answers in Anthropic's error shape with Anthropic's
 statuses, so the `anthropic` SDK raises its own exception classes. The gateway key is
@@ -40,11 +40,11 @@ from toolwire.server.http.streaming import (
     stream_response,
     unless_disconnected,
 )
-from toolwire.server.protocols.anthropic_messages.agent_path import MessagesRunWriter
 from toolwire.server.protocols.anthropic_messages.request import (
     MessagesRequest,
     parse_messages_request,
 )
+from toolwire.server.protocols.anthropic_messages.run_writer import MessagesRunWriter
 from toolwire.server.protocols.anthropic_messages.tokens import estimate_tokens
 from toolwire.server.protocols.anthropic_messages.wire import (
     MessageWriter,

@@ -35,8 +35,8 @@ from toolwire.server.http.errors import error_body, upstream_error
 from toolwire.server.http.requests import read_json
 from toolwire.server.http.responses import DROPPED_HEADER, dropped_header, json_response
 from toolwire.server.http.streaming import stream_response, unless_disconnected
-from toolwire.server.protocols.chat_completions.agent_path import ChatRunWriter
 from toolwire.server.protocols.chat_completions.request import ChatRequest, parse_chat_request
+from toolwire.server.protocols.chat_completions.run_writer import ChatRunWriter
 from toolwire.server.protocols.chat_completions.wire import (
     DONE,
     ChunkWriter,
