@@ -20,7 +20,7 @@ from toolwire.server import (
 from toolwire.server.configuration.loader import environment_findings, format_path
 from toolwire.server.gateway import load_server_tools
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "toolwire.yaml"
+EXAMPLE = Path(__file__).parents[3] / "examples" / "toolwire.yaml"
 
 
 def problems_of(text: str) -> list[str]:
