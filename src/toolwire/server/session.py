@@ -20,6 +20,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from starlette.requests import Request
+from starlette.responses import Response
+
 from toolwire.agent import AgentEvent, Done, RunConflict
 from toolwire.agent.result import RunResult
 from toolwire.models import ModelError
@@ -29,6 +32,8 @@ from toolwire.server.access import resume_audit, run_context
 from toolwire.server.caller import Caller
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.errors import GatewayError, store_error, upstream_error
+from toolwire.server.http.responses import json_response
+from toolwire.server.http.streaming import stream_response, unless_disconnected
 from toolwire.server.run_view import wait_for_decisions
 from toolwire.server.step_memory import remember_steps, restore_steps
 from toolwire.store.base import RunRecord, StoreError
@@ -102,6 +107,8 @@ class Run:
     """A run's events, what keeps its result, and how a paused stream goes on."""
 
     events: Events
+    stream: bool
+    """Whether the run streams (its answer is streamed too)."""
     on_done: OnDone | None = None
     resume: Callable[[str], Events] | None = None
     """Continues the paused run by id in the same stream; set when a stream may wait for
@@ -139,7 +146,7 @@ async def start(gateway: Gateway, ctx: ToolContext, req: RunRequest) -> Run:
     def go_on(run_id: str) -> Events:
         return agent.resume_stream(run_id, None, ctx, stream=True)
 
-    return Run(events, remember, go_on if req.stream else None)
+    return Run(events, req.stream, remember, go_on if req.stream else None)
 
 
 async def resume(
@@ -184,7 +191,7 @@ async def resume(
         ttl = gateway.config.memory_ttl
         await remember_steps(gateway.store, record.owner, result, result.input_messages, ttl)
 
-    return Run(replay(), remember)
+    return Run(replay(), stream, remember)
 
 
 class Session:
@@ -195,6 +202,15 @@ class Session:
         self.run = run
         self.writer = writer
         self.result: RunResult | None = None
+
+    async def respond(
+        self, request: Request, headers: dict[str, str], on_shutdown: Callable[[str], bytes]
+    ) -> Response:
+        """The HTTP answer: the stream (ended by `on_shutdown`'s event if the gateway
+        drains), or the whole answer unless the client left first."""
+        if self.writer.streaming:
+            return await stream_response(self.stream(), headers, request, on_shutdown=on_shutdown)
+        return json_response(await unless_disconnected(request, self.whole()), headers=headers)
 
     async def whole(self) -> dict[str, Any]:
         """The whole answer.

@@ -42,7 +42,6 @@ from toolwire.server.http.errors import GatewayError, store_error
 from toolwire.server.http.request_id import request_id_of
 from toolwire.server.http.requests import read_json, validate_body
 from toolwire.server.http.responses import json_response
-from toolwire.server.http.streaming import stream_response
 from toolwire.server.protocols.anthropic_messages import handler as messages_door
 from toolwire.server.protocols.anthropic_messages.wire import MessageWriter, new_message_id
 from toolwire.server.protocols.chat_completions import handler as chat_door
@@ -310,16 +309,10 @@ async def _resume(request: Request) -> Response:
     model = record.model or ""
     if door == messages_door.DOOR:
         writer = MessageWriter(id=new_message_id(), model=model, stream=body.stream, thinking=False)
-        message = await messages_door.answer(request, gateway, run, writer)
-        if isinstance(message, dict):
-            return json_response(message)
-        return await stream_response(message, {}, request, on_shutdown=messages_door.shutdown_event)
+        return await messages_door.respond(request, gateway, run, writer, {})
     # Chat Completions, and runs stored before a run kept its door.
     include_usage = bool((body.stream_options or {}).get("include_usage"))
-    chat = await chat_door.answer(request, gateway, run, model, body.stream, include_usage)
-    if isinstance(chat, dict):
-        return json_response(chat)
-    return await stream_response(chat, {}, request, on_shutdown=chat_door.shutdown_event)
+    return await chat_door.respond(request, gateway, run, model, include_usage, {})
 
 
 # --- audit ----------------------------------------------------------------------------------

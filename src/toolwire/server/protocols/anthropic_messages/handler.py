@@ -58,9 +58,9 @@ from toolwire.tools import ToolContext
 __all__ = [
     "DOOR",
     "IGNORED_HEADER",
-    "answer",
     "count_tokens",
     "messages",
+    "respond",
     "routes",
     "shutdown_event",
 ]
@@ -86,10 +86,7 @@ async def messages(request: Request, gateway: Gateway, ctx: ToolContext) -> Resp
         id=new_message_id(), model=req.model, stream=req.stream, thinking=req.thinking
     )
     if gateway.server_tool_names:
-        answer = await _agent_response(request, gateway, req, ctx, writer)
-        if isinstance(answer, dict):
-            return json_response(answer, headers=headers)
-        return await stream_response(answer, headers, request, on_shutdown=shutdown_event)
+        return await _agent_response(request, gateway, req, ctx, writer, headers)
     if req.stream:
         stream = _direct_stream(model, req, writer, gateway.redact)
         return await stream_response(stream, headers, request, on_shutdown=shutdown_event)
@@ -197,7 +194,8 @@ async def _agent_response(
     req: MessagesRequest,
     ctx: ToolContext,
     writer: MessageWriter,
-) -> AsyncIterator[bytes] | dict[str, Any]:
+    headers: dict[str, str],
+) -> Response:
     """Run the agent loop for the request: a stream of events, or a whole message."""
     run = await start(
         gateway,
@@ -211,17 +209,15 @@ async def _agent_response(
             stream=req.stream,
         ),
     )
-    return await answer(request, gateway, run, writer)
+    return await respond(request, gateway, run, writer, headers)
 
 
-async def answer(
-    request: Request, gateway: Gateway, run: Run, writer: MessageWriter
-) -> AsyncIterator[bytes] | dict[str, Any]:
+async def respond(
+    request: Request, gateway: Gateway, run: Run, writer: MessageWriter, headers: dict[str, str]
+) -> Response:
     """A run's answer as SSE events or one whole message (new and resumed runs)."""
     session = Session(gateway, run, MessagesRunWriter(gateway.shown_arguments, writer))
-    if writer.stream:
-        return session.stream()
-    return await unless_disconnected(request, session.whole())
+    return await session.respond(request, headers, shutdown_event)
 
 
 # --- the routes ----------------------------------------------------------------------------

@@ -46,7 +46,7 @@ from toolwire.server.protocols.chat_completions.wire import (
 from toolwire.server.session import Run, RunRequest, Session, start
 from toolwire.tools import ToolContext
 
-__all__ = ["DOOR", "DROPPED_HEADER", "answer", "chat_completions", "routes", "shutdown_event"]
+__all__ = ["DOOR", "DROPPED_HEADER", "chat_completions", "respond", "routes", "shutdown_event"]
 
 DOOR = "chat_completions"
 """This door's name in a run's state."""
@@ -74,10 +74,7 @@ async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext)
     headers = dropped_header(chat.dropped_results)
     use_agent = bool(gateway.server_tool_names)
     if use_agent:
-        answer = await _agent_response(request, gateway, chat, ctx)
-        if isinstance(answer, dict):
-            return json_response(answer, headers=headers)
-        return await stream_response(answer, headers, request, on_shutdown=shutdown_event)
+        return await _agent_response(request, gateway, chat, ctx, headers)
     if chat.stream:
         writer = ChunkWriter(id=new_completion_id(), model=chat.model)
         body = _direct_stream(model, chat, writer, gateway.redact)
@@ -159,8 +156,8 @@ async def _direct_stream(
 
 
 async def _agent_response(
-    request: Request, gateway: Gateway, chat: ChatRequest, ctx: ToolContext
-) -> AsyncIterator[bytes] | dict[str, Any]:
+    request: Request, gateway: Gateway, chat: ChatRequest, ctx: ToolContext, headers: dict[str, str]
+) -> Response:
     """Run the agent loop for the request: a stream of chunks, or a whole response."""
     req = RunRequest(
         door=DOOR,
@@ -171,20 +168,22 @@ async def _agent_response(
         stream=chat.stream,
     )
     run = await start(gateway, ctx, req)
-    return await answer(request, gateway, run, chat.model, chat.stream, chat.include_usage)
+    return await respond(request, gateway, run, chat.model, chat.include_usage, headers)
 
 
-async def answer(
-    request: Request, gateway: Gateway, run: Run, model: str, stream: bool, include_usage: bool
-) -> AsyncIterator[bytes] | dict[str, Any]:
+async def respond(
+    request: Request,
+    gateway: Gateway,
+    run: Run,
+    model: str,
+    include_usage: bool,
+    headers: dict[str, str],
+) -> Response:
     """A run's answer as chunks or one whole `chat.completion` (new and resumed runs)."""
     writer = ChatRunWriter(
-        gateway.shown_arguments, model=model, stream=stream, include_usage=include_usage
+        gateway.shown_arguments, model=model, stream=run.stream, include_usage=include_usage
     )
-    session = Session(gateway, run, writer)
-    if stream:
-        return session.stream()
-    return await unless_disconnected(request, session.whole())
+    return await Session(gateway, run, writer).respond(request, headers, shutdown_event)
 
 
 # --- errors -------------------------------------------------------------------------------

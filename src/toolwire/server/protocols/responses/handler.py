@@ -326,7 +326,7 @@ def _answer(
             stored = _stored_run(out.response, result, prefix)
             await save(gateway.store, owner, stored, gateway.config.memory_ttl)
 
-    session = Session(gateway, Run(run.events, on_done, run.resume), out)
+    session = Session(gateway, Run(run.events, run.stream, on_done, run.resume), out)
     return session.stream(), writer
 
 
