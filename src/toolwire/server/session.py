@@ -43,12 +43,14 @@ from toolwire.tools.tool import Tool
 __all__ = [
     "Events",
     "OnDone",
+    "ReadRequest",
     "Run",
     "RunRequest",
     "RunWriter",
     "Session",
     "failure",
     "resume",
+    "run_request",
     "start",
 ]
 
@@ -72,6 +74,37 @@ class RunRequest:
     stream: bool
     prefix: tuple[Message, ...] = ()
     """What the run starts with before `messages`, as is (instructions, a stored history)."""
+
+
+class ReadRequest(Protocol):
+    """What a door's reader made of a request, as far as a run needs it."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def messages(self) -> tuple[Message, ...]: ...
+
+    @property
+    def tools(self) -> tuple[Tool, ...]: ...
+
+    @property
+    def settings(self) -> ModelSettings: ...
+
+    @property
+    def stream(self) -> bool: ...
+
+
+def run_request(door: str, read: ReadRequest) -> RunRequest:
+    """The neutral request of a door whose reader already has a run's fields."""
+    return RunRequest(
+        door=door,
+        model=read.model,
+        messages=read.messages,
+        tools=read.tools,
+        settings=read.settings,
+        stream=read.stream,
+    )
 
 
 class RunWriter(Protocol):

@@ -52,7 +52,7 @@ from toolwire.server.protocols.anthropic_messages.wire import (
     new_message_id,
     stop_reason,
 )
-from toolwire.server.session import Run, RunRequest, Session, start
+from toolwire.server.session import Run, Session, run_request, start
 from toolwire.tools import ToolContext
 
 __all__ = [
@@ -197,18 +197,7 @@ async def _agent_response(
     headers: dict[str, str],
 ) -> Response:
     """Run the agent loop for the request: a stream of events, or a whole message."""
-    run = await start(
-        gateway,
-        ctx,
-        RunRequest(
-            door=DOOR,
-            model=req.model,
-            messages=tuple(req.messages),
-            tools=tuple(req.tools),
-            settings=req.settings,
-            stream=req.stream,
-        ),
-    )
+    run = await start(gateway, ctx, run_request(DOOR, req))
     return await respond(request, gateway, run, writer, headers)
 
 

@@ -43,7 +43,7 @@ from toolwire.server.protocols.chat_completions.wire import (
     completion_body,
     new_completion_id,
 )
-from toolwire.server.session import Run, RunRequest, Session, start
+from toolwire.server.session import Run, Session, run_request, start
 from toolwire.tools import ToolContext
 
 __all__ = ["DOOR", "DROPPED_HEADER", "chat_completions", "respond", "routes", "shutdown_event"]
@@ -159,15 +159,7 @@ async def _agent_response(
     request: Request, gateway: Gateway, chat: ChatRequest, ctx: ToolContext, headers: dict[str, str]
 ) -> Response:
     """Run the agent loop for the request: a stream of chunks, or a whole response."""
-    req = RunRequest(
-        door=DOOR,
-        model=chat.model,
-        messages=tuple(chat.messages),
-        tools=tuple(chat.tools),
-        settings=chat.settings,
-        stream=chat.stream,
-    )
-    run = await start(gateway, ctx, req)
+    run = await start(gateway, ctx, run_request(DOOR, chat))
     return await respond(request, gateway, run, chat.model, chat.include_usage, headers)
 
 
