@@ -326,7 +326,10 @@ def _answer(
             stored = _stored_run(out.response, result, prefix)
             await save(gateway.store, owner, stored, gateway.config.memory_ttl)
 
-    session = Session(gateway, Run(run.events, run.stream, on_done, run.resume), out)
+    # No waiting in the open stream for decisions: a Responses client sees a call's
+    # approval request only as an output item of the finished response, and answers it
+    # with mcp_approval_response in its next request.
+    session = Session(gateway, Run(run.events, run.stream, on_done), out)
     return session.stream(), writer
 
 
