@@ -214,3 +214,22 @@ def test_a_run_keeps_its_door_and_an_older_state_reads_as_no_door() -> None:
     older = {k: v for k, v in state.to_json().items() if k != "door"}
     # Resumed as a chat completion, as every run was before runs kept their door.
     assert RunState.from_json(older).door == ""
+
+
+def test_a_responses_run_made_with_store_false_resumes_as_a_response_kept_nowhere(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    _ask_delete(openai_server)
+    with openai_sdk(server, ALICE) as client:
+        paused = client.responses.create(model=MODEL, input=DELETE, store=False)
+        request = paused.output[-1]
+        assert isinstance(request, McpApprovalRequest)
+        _approve(server, request.id)
+        openai_server.reply(completion(DONE))
+        run_id = (paused.model_extra or {})["toolwire"]["run_id"]
+        resumed = client.post(f"/runs/{run_id}/resume", body={}, cast_to=Response)
+        assert resumed.output_text == DONE
+        assert (resumed.previous_response_id, resumed.store) == (None, False)
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(resumed.id)
+    assert DELETED == ["demo-app"]

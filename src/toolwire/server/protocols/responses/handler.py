@@ -352,7 +352,9 @@ async def resume_answer(
         code="run_not_resumable",
     )
     run = await resume(gateway, caller, record, stream=stream, not_routed=not_routed)
-    echo = dict(DEFAULT_ECHO)
+    # The paused response's request fields carry over; without it (made with
+    # store: false) there is nothing to continue from, and nothing is kept.
+    echo = {**DEFAULT_ECHO, "store": False}
     if paused is not None:
         echo.update({k: paused.response[k] for k in DEFAULT_ECHO if k in paused.response})
         echo["previous_response_id"] = paused.response["id"]
@@ -363,7 +365,7 @@ async def resume_answer(
         run,
         writer,
         owner=record.owner,
-        store=paused is not None and bool(echo.get("store", True)),
+        store=bool(echo["store"]),
         prefix=paused.run_prefix if paused is not None else 0,
         calls=_approved_calls(gateway, records),
     )
