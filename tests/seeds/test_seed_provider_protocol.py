@@ -47,7 +47,7 @@ from toolwire import (
     tool,
 )
 from toolwire.server import create_app
-from toolwire.server.loader import ConfigError, parse_config
+from toolwire.server.configuration.loader import ConfigError, parse_config
 
 PARIS = {"city": "Paris", "units": "celsius"}
 

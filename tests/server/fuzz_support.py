@@ -16,7 +16,7 @@ from typing import Any, Final
 import httpx
 from hypothesis import strategies as st
 
-from toolwire.server.json_depth import MAX_JSON_DEPTH
+from toolwire.server.http.json_depth import MAX_JSON_DEPTH
 
 __all__ = [
     "HEADER_LIMIT",

@@ -39,8 +39,8 @@ from starlette.routing import Route
 
 from fakes.openai_server import FakeOpenAIServer, ReceivedRequest, Reply, completion, delta, sse
 from toolwire.server import create_app
+from toolwire.server.http.serving import GatewayServer, ServeOptions
 from toolwire.server.routes.openapi import REST_ROUTES, openapi_document
-from toolwire.server.serving import GatewayServer, ServeOptions
 
 _SCALE: Final = float(os.environ.get("TOOLWIRE_FUZZ_EXAMPLES", "1"))
 

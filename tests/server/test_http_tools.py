@@ -430,7 +430,7 @@ def test_arguments_never_choose_where_the_request_goes(endpoint: str, why: str) 
     with pytest.raises(ToolDefinitionError, match=why):
         HttpTool(name="t", endpoint=endpoint, method="GET", input_schema=ORDER_SCHEMA)
 
-    from toolwire.server.loader import parse_config
+    from toolwire.server.configuration.loader import parse_config
 
     text = (
         f"server_tools:\n  http:\n    - name: t\n      endpoint: '{endpoint}'\n      method: GET\n"

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import toolwire.server.retention as retention_module
 from toolwire.cli.main import app as cli
 from toolwire.server import create_app, parse_config
-from toolwire.server.config import RetentionConfig, parse_duration
+from toolwire.server.configuration.config import RetentionConfig, parse_duration
 from toolwire.server.retention import keep_pruning
 from toolwire.store import (
     ApprovalRecord,

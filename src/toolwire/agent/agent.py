@@ -174,6 +174,7 @@ class Agent:
         client_tools: Sequence[Tool] = (),
         model_id: str | None = None,
         unknown_calls_to_client: bool = False,
+        door: str = "",
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run the loop, yielding events as they happen and exactly one `Done` last.
 
@@ -199,6 +200,8 @@ class Agent:
             unknown_calls_to_client: Hand calls to tools the agent does not have back to
                 the caller as client calls instead of answering them `unknown_tool` (the
                 caller owns every tool it did not give the agent).
+            door: The gateway front door the run started on, kept in its state so a
+                resume answers in that door's protocol.
         """
         ctx = ctx if ctx is not None else ToolContext()
         if ctx.run_id is None:
@@ -214,6 +217,7 @@ class Agent:
                 client_tools=list(client_tools),
                 settings=settings if settings is not None else self.settings,
                 unknown_calls_to_client=unknown_calls_to_client,
+                door=door,
             ),
             ctx=ctx,
             journal=self._journal(ctx, model_id),

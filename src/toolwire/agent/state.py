@@ -80,6 +80,9 @@ class RunState:
     input_messages: int = 0
     """How many of `messages` the run started with (the caller's, and the instructions);
     the rest are the run's own turns and server-tool results."""
+    door: str = ""
+    """The gateway front door the run started on (`"chat_completions"`, `"messages"`,
+    `"responses"`): a resume answers in its protocol. Empty outside a gateway."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (no secret): store it anywhere, resume from it anywhere."""
@@ -98,6 +101,7 @@ class RunState:
             "settings": _settings_to_json(self.settings),
             "unknown_calls_to_client": self.unknown_calls_to_client,
             "input_messages": self.input_messages,
+            "door": self.door,
         }
 
     @classmethod
@@ -128,6 +132,7 @@ class RunState:
                 settings=_settings_from_json(data.get("settings")),
                 unknown_calls_to_client=bool(data.get("unknown_calls_to_client", False)),
                 input_messages=int(data.get("input_messages", 0)),
+                door=str(data.get("door", "")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"Not a toolwire run state: missing or wrong field {exc}.") from None

@@ -149,11 +149,29 @@ def _print_pending(console: Console, pending: list[dict[str, Any]]) -> None:
         console.print(line)
 
 
+def _door_text(answer: dict[str, Any]) -> str:
+    """The text of a resume answered as a Messages message or a Responses response (a run
+    resumes in the protocol of the door it started on)."""
+    if answer.get("type") == "message":
+        blocks = answer.get("content") or []
+        return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    if answer.get("object") == "response":
+        parts = [
+            part.get("text", "")
+            for item in answer.get("output") or []
+            if item.get("type") == "message"
+            for part in item.get("content") or []
+            if part.get("type") == "output_text"
+        ]
+        return "".join(parts)
+    return ""
+
+
 @app.command("resume")
 def resume_run(
     run_id: RunArgument,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print the whole chat completion as JSON.")
+        bool, typer.Option("--json", help="Print the whole answer as JSON, in its door's protocol.")
     ] = False,
     url: UrlOption = DEFAULT_URL,
     key: KeyOption = None,
@@ -180,7 +198,7 @@ def resume_run(
     message = choices[0].get("message") or {}
     if extension.get("tool_calls"):
         console.print()
-    content = message.get("content")
+    content = message.get("content") or _door_text(completion)
     if content:
         console.print(Text(str(content)))
     for call in message.get("tool_calls") or []:

@@ -184,8 +184,8 @@ def _run(
         tool_names = [t.name for t in gateway.server_tool_list]
         _print_banner(settings, str(bound_host), int(bound_port), config, tool_names, gateway.store)
 
+    from toolwire.server.http.serving import ServeOptions, StartupError, build_app, serve
     from toolwire.server.logs import configure_logging
-    from toolwire.server.serving import ServeOptions, StartupError, build_app, serve
 
     level = os.environ.get("TOOLWIRE_LOG_LEVEL", "info")
     configure_logging(level, log_format)
@@ -217,7 +217,7 @@ def _run(
 
 
 async def _start_gateway(gateway: Gateway) -> None:
-    from toolwire.server.serving import StartupError
+    from toolwire.server.http.serving import StartupError
     from toolwire.tools import ToolDefinitionError
 
     waiting = Waiting(stderr_console())
@@ -328,8 +328,8 @@ def check_document(doc: ConfigDocument) -> int:
         The number of server tools (0 when they could not be loaded).
     """
     from toolwire.server import ServerToolsConfig, load_server_tools
+    from toolwire.server.configuration.loader import approver_findings, environment_findings
     from toolwire.server.gateway import tool_approvers
-    from toolwire.server.loader import approver_findings, environment_findings
 
     server_tools = doc.sections.get("server_tools")
     if not isinstance(server_tools, ServerToolsConfig):

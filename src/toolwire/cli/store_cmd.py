@@ -52,14 +52,14 @@ def prune(
     ] = None,
 ) -> None:
     """Delete the runs, approvals and audit records that retention no longer keeps."""
-    from toolwire.server.config import GatewayConfig, RetentionConfig, parse_duration
+    from toolwire.server.configuration.config import GatewayConfig, RetentionConfig, parse_duration
     from toolwire.server.retention import prune_store
     from toolwire.store import PruneCounts, StoreError, default_store_url, open_store
 
     settings = GatewayConfig()
     path = discover_config(config)
     if path is not None:
-        from toolwire.server.loader import ConfigError, load_config
+        from toolwire.server.configuration.loader import ConfigError, load_config
 
         try:
             settings = load_config(path)

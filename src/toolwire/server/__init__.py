@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from toolwire.server.auth import GatewayKey, Keyring, hash_key
-from toolwire.server.config import (
+from toolwire.server.configuration.config import (
     GatewayConfig,
     HttpToolConfig,
     KeyConfig,
@@ -20,10 +20,7 @@ from toolwire.server.config import (
     UpstreamConfig,
     parse_tool_calls,
 )
-from toolwire.server.errors import GatewayError
-from toolwire.server.extra import SERVER_EXTRA_MESSAGE, MissingExtraError, require_server_extra
-from toolwire.server.gateway import Gateway, load_server_tools
-from toolwire.server.loader import (
+from toolwire.server.configuration.loader import (
     ConfigDocument,
     ConfigError,
     ConfigProblem,
@@ -31,6 +28,9 @@ from toolwire.server.loader import (
     parse_config,
     read_config,
 )
+from toolwire.server.extra import SERVER_EXTRA_MESSAGE, MissingExtraError, require_server_extra
+from toolwire.server.gateway import Gateway, load_server_tools
+from toolwire.server.http.errors import GatewayError
 
 if TYPE_CHECKING:
     from toolwire.server.app import create_app

@@ -22,22 +22,23 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 
 from toolwire import tracing
-from toolwire.server.config import GatewayConfig
-from toolwire.server.door_errors import CatchAll, door_body
-from toolwire.server.draining import Drain
-from toolwire.server.errors import GatewayError
+from toolwire.server.configuration.config import GatewayConfig
+from toolwire.server.configuration.loader import ConfigError, ConfigProblem
 from toolwire.server.gateway import Gateway
+from toolwire.server.http.door_errors import CatchAll, door_body
+from toolwire.server.http.draining import Drain
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.limits import Budget, InFlightLimit
+from toolwire.server.http.request_id import RequestId
+from toolwire.server.http.responses import json_response
+from toolwire.server.http.streaming import ClientGone
 from toolwire.server.key_limits import KeyLimits
-from toolwire.server.limits import Budget, InFlightLimit
-from toolwire.server.loader import ConfigError, ConfigProblem
 from toolwire.server.observability import MeteredAudit, Metrics, Observe, metrics_routes
 from toolwire.server.protocols.anthropic_messages import routes as messages_routes
 from toolwire.server.protocols.chat_completions import routes as chat_routes
 from toolwire.server.protocols.mcp import McpFrontDoor, mcp_available
 from toolwire.server.protocols.models import routes as model_routes
 from toolwire.server.protocols.responses import routes as responses_routes
-from toolwire.server.request_id import RequestId
-from toolwire.server.responses import json_response
 from toolwire.server.retention import keep_pruning
 from toolwire.server.routes.console import api_routes as console_api_routes
 from toolwire.server.routes.console import page_routes as console_page_routes
@@ -46,7 +47,6 @@ from toolwire.server.routes.playground import routes as playground_routes
 from toolwire.server.routes.probes import routes as probe_routes
 from toolwire.server.routes.runs import routes as run_routes
 from toolwire.server.routes.tools import routes as tool_routes
-from toolwire.server.streaming import ClientGone
 
 __all__ = ["create_app"]
 

@@ -13,7 +13,7 @@ import hmac
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from toolwire.server.config import KeyConfig
+from toolwire.server.configuration.config import KeyConfig
 
 __all__ = ["GatewayKey", "Keyring", "bearer_token", "hash_key"]
 

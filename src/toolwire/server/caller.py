@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from toolwire.server.auth import GatewayKey, bearer_token
-from toolwire.server.errors import GatewayError
 from toolwire.server.gateway import Gateway
-from toolwire.server.request_id import request_id_of
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.request_id import request_id_of
 from toolwire.tools import ToolContext
 
 __all__ = ["Caller", "authenticate", "gateway_of"]

@@ -23,16 +23,14 @@ from toolwire.models.parsed import FailureHook
 from toolwire.runner import Policy, ToolRunner
 from toolwire.runner.audit import redact_arguments, redact_arguments_json
 from toolwire.server.auth import GatewayKey, Keyring
-from toolwire.server.config import (
+from toolwire.server.configuration.config import (
     GatewayConfig,
     McpServerConfig,
     ModelRoute,
     OpenApiToolsConfig,
     ServerToolsConfig,
 )
-from toolwire.server.errors import GatewayError
-from toolwire.server.key_limits import KeyLimiter, counted
-from toolwire.server.loader import (
+from toolwire.server.configuration.loader import (
     ConfigError,
     ConfigProblem,
     Loc,
@@ -41,6 +39,8 @@ from toolwire.server.loader import (
     format_path,
     routing_findings,
 )
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.key_limits import KeyLimiter, counted
 from toolwire.server.routing import (
     Deployment,
     RoutedModel,

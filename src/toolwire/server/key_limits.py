@@ -27,8 +27,8 @@ from toolwire.models.base import Model, ModelResponse, ModelSettings, ModelStrea
 from toolwire.models.messages import Message as ChatMessage
 from toolwire.models.messages import Usage
 from toolwire.server.auth import Keyring, bearer_token
-from toolwire.server.config import KeyConfig, KeyLimitsConfig
-from toolwire.server.errors import GatewayError
+from toolwire.server.configuration.config import KeyConfig, KeyLimitsConfig
+from toolwire.server.http.errors import GatewayError
 from toolwire.store import Store, StoreError
 from toolwire.tools import Tool, ToolContext
 
@@ -262,7 +262,7 @@ class KeyLimits:
             logger.warning("limits of key %r not applied (the store failed): %s", key.name, exc)
             refusal, holding = None, False
         if refusal is not None:
-            from toolwire.server.limits import send_refusal
+            from toolwire.server.http.limits import send_refusal
 
             await send_refusal(scope, send, refusal)
             return

@@ -40,7 +40,7 @@ from toolwire import tracing
 from toolwire.parsing.events import ParseFailure
 from toolwire.server.caller import authenticate, gateway_of
 from toolwire.server.client_text import log_text
-from toolwire.server.errors import GatewayError
+from toolwire.server.http.errors import GatewayError
 from toolwire.server.routing import ANSWERED_BY, Deployment
 from toolwire.store.base import AuditRecord
 

@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable
 
-from toolwire.server.config import RetentionConfig
+from toolwire.server.configuration.config import RetentionConfig
 from toolwire.store import Store, StoreError
 from toolwire.store.base import PruneCounts
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from toolwire.models.observed import ModelObserver
     from toolwire.models.parsed import FailureHook
-    from toolwire.server.config import GatewayConfig, UpstreamConfig
+    from toolwire.server.configuration.config import GatewayConfig, UpstreamConfig
 
 __all__ = [
     "ANSWERED_BY",
@@ -399,7 +399,7 @@ def build_routed_models(
         on_parse_failure: Told each tool call an upstream wrote but could not be parsed.
         routing_observer: Told each routing decision.
     """
-    from toolwire.server.config import ModelRoute
+    from toolwire.server.configuration.config import ModelRoute
     from toolwire.server.upstreams import build_model
 
     routing = config.routing

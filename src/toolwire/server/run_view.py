@@ -19,6 +19,7 @@ from toolwire.server.gateway import Gateway
 from toolwire.tools import ToolResult
 
 __all__ = [
+    "TURN_SEPARATOR",
     "Shown",
     "approval_json",
     "event_payload",
@@ -31,6 +32,9 @@ __all__ = [
 Shown = Callable[[str, str], str]
 """A call's JSON arguments as an answer may show them, by tool name (redacted:
 `Gateway.shown_arguments`); every payload here that holds arguments goes through it."""
+
+TURN_SEPARATOR: Final = "\n\n"
+"""Between the text of two model turns of one run (streamed and whole alike)."""
 
 _DECISION_POLL: Final = 0.2
 """Seconds between two looks at the store while a stream waits for decisions."""

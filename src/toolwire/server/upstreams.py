@@ -17,7 +17,7 @@ from toolwire.models import Model, OfflineModel, OpenAIChatModel
 from toolwire.models.call_ids import IdStyle, id_style_for
 from toolwire.models.observed import ModelObserver, ObservedModel
 from toolwire.models.parsed import FailureHook, ParsingModel
-from toolwire.server.config import ModelRoute, UpstreamConfig, parse_tool_calls
+from toolwire.server.configuration.config import ModelRoute, UpstreamConfig, parse_tool_calls
 
 __all__ = ["build_model", "id_style"]
 

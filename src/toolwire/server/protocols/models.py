@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from toolwire.server.caller import authenticate, gateway_of
 from toolwire.server.gateway import Gateway
-from toolwire.server.responses import json_response
+from toolwire.server.http.responses import json_response
 
 __all__ = ["routes"]
 

@@ -26,8 +26,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from toolwire import __version__
+from toolwire.server.http.responses import json_response
 from toolwire.server.protocols.models import routes as model_routes
-from toolwire.server.responses import json_response
 from toolwire.server.routes.console import api_routes as console_routes
 from toolwire.server.routes.probes import routes as probe_routes
 from toolwire.server.routes.runs import DecisionRequest, ResumeRequest

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.server.errors import GatewayError
+from toolwire.server.http.errors import GatewayError
 
 __all__ = ["routes"]
 

@@ -24,8 +24,8 @@ from starlette.routing import Route
 
 from toolwire.server.caller import gateway_of
 from toolwire.server.gateway import Gateway
-from toolwire.server.limits import Budget
-from toolwire.server.responses import json_response
+from toolwire.server.http.limits import Budget
+from toolwire.server.http.responses import json_response
 
 __all__ = ["routes"]
 

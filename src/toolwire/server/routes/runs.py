@@ -8,13 +8,15 @@ accounted for.
 - `POST /v1/approvals/{id}`: `{"decision": "approve" | "deny", "reason": "..."}` (or the
   Responses API's `{"approve": true}`)
 - `GET /v1/runs/{id}`: a run's status, steps and pending approvals (its owner, admin keys)
-- `POST /v1/runs/{id}/resume`: continue a run once its approvals are decided; answers as
-  a chat completion (`{"stream": true}` for chunks). Tools run with the owner's scopes
-  whoever resumes, and the resume is audited (`outcome: run_resumed`)
+- `POST /v1/runs/{id}/resume`: continue a run once its approvals are decided; answers in
+  the protocol of the door the run started on (a chat completion, a Messages message, a
+  Responses response continuing the paused one; `{"stream": true}` for its stream).
+  Tools run with the owner's scopes whoever resumes, and the resume is audited
+  (`outcome: run_resumed`)
 - `GET /v1/audit`: the audit log (admin keys); filters `tool`, `key`, `outcome`, `run_id`,
   `since`, `until`; pages with `after` (the last id seen) and `limit`
 
-Who may do what is `toolwire.server.approvals` (the table is in docs/runs.md): a caller
+Who may do what is `toolwire.server.access` (the table is in docs/runs.md): a caller
 gets 404 for what it may not see and 403 for what it sees but may not decide. Arguments
 are shown redacted (`toolwire.runner.audit.redact_arguments`). Deciding is a
 compare-and-set in the store: of two decisions at the same moment (through two replicas),
@@ -32,29 +34,25 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.agent.agent import RunConflict
 from toolwire.agent.journal import read_status
-from toolwire.agent.result import RunResult
-from toolwire.server.approvals import (
+from toolwire.server.access import (
     decide,
     list_visible,
     may_decide,
     may_see,
     may_see_run,
-    resume_audit,
-    run_context,
 )
 from toolwire.server.caller import Caller, authenticate, gateway_of
-from toolwire.server.errors import GatewayError, store_error
 from toolwire.server.gateway import Gateway
-from toolwire.server.memory import remember_steps
-from toolwire.server.protocols.chat_completions.agent_path import agent_complete, agent_stream
-from toolwire.server.protocols.chat_completions.handler import shutdown_event
-from toolwire.server.protocols.chat_completions.wire import ChunkWriter, new_completion_id
-from toolwire.server.request_id import request_id_of
-from toolwire.server.requests import read_json, validate_body
-from toolwire.server.responses import json_response
-from toolwire.server.streaming import stream_response
+from toolwire.server.http.errors import GatewayError, store_error
+from toolwire.server.http.request_id import request_id_of
+from toolwire.server.http.requests import read_json, validate_body
+from toolwire.server.http.responses import json_response
+from toolwire.server.protocols.anthropic_messages import handler as messages_door
+from toolwire.server.protocols.anthropic_messages.wire import MessageWriter, new_message_id
+from toolwire.server.protocols.chat_completions import handler as chat_door
+from toolwire.server.protocols.responses import handler as responses_door
+from toolwire.server.session import resume
 from toolwire.store.base import (
     ApprovalRecord,
     ApprovalStatus,
@@ -339,51 +337,25 @@ async def _resume(request: Request) -> Response:
         raise store_error(exc) from None
     if record is None or not may_see_run(caller, record.owner):
         raise _not_found("Run", ident)
-    model_id = record.model or ""
-    agent = gateway.agents.get(model_id)
-    if agent is None:
-        raise GatewayError(
-            409,
-            f"Run {ident!r} was made with the model {model_id!r}, which this gateway no "
-            "longer routes; it cannot be resumed here.",
-            code="run_not_resumable",
+    door = str(record.state.get("door", ""))
+    if door == responses_door.DOOR:
+        return await responses_door.resume_answer(
+            request, gateway, caller, record, stream=body.stream
         )
-    ctx = run_context(gateway.keyring, caller, record.owner)
-    try:
-        # Before anything runs: a failed write changes nothing.
-        await gateway.store.append_audit(resume_audit(record, caller, ctx))
-    except StoreError as exc:
-        raise store_error(exc) from None
-    events = agent.resume_stream(ident, None, ctx, stream=body.stream)
-    try:
-        # The claim and the decision checks happen before the first event.
-        first = await anext(events)
-    except RunConflict as exc:
-        raise GatewayError(409, str(exc), code="run_not_resumable") from None
-    except StoreError as exc:
-        raise store_error(exc) from None
-
-    async def replay() -> Any:
-        yield first
-        async for event in events:
-            yield event
-
-    async def on_done(result: RunResult) -> None:
-        # Client calls handed back after server tools ran (a turn that also asked for
-        # approval): the client's next request must find the server steps again.
-        await remember_steps(
-            gateway.store, record.owner, result, result.input_messages, gateway.config.memory_ttl
-        )
-
-    if body.stream:
-        include_usage = bool((body.stream_options or {}).get("include_usage"))
-        writer = ChunkWriter(id=new_completion_id(), model=model_id)
-        chunks = agent_stream(
-            gateway, replay(), writer, include_usage=include_usage, on_done=on_done
-        )
-        return await stream_response(chunks, {}, request, on_shutdown=shutdown_event)
-    payload = await agent_complete(gateway, replay(), model_id, on_done=on_done)
-    return json_response(payload)
+    not_routed = GatewayError(
+        409,
+        f"Run {ident!r} was made with the model {record.model!r}, which this gateway no "
+        "longer routes; it cannot be resumed here.",
+        code="run_not_resumable",
+    )
+    run = await resume(gateway, caller, record, stream=body.stream, not_routed=not_routed)
+    model = record.model or ""
+    if door == messages_door.DOOR:
+        writer = MessageWriter(id=new_message_id(), model=model, stream=body.stream, thinking=False)
+        return await messages_door.respond(request, gateway, run, writer, {})
+    # Chat Completions, and runs stored before a run kept its door.
+    include_usage = bool((body.stream_options or {}).get("include_usage"))
+    return await chat_door.respond(request, gateway, run, model, include_usage, {})
 
 
 # --- audit ----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
   tool results;
 - `handler`: the routes: the direct path (one model turn) or the agent path, and
   Anthropic-shaped errors;
-- `agent_path`: a run's events → one message, streamed or whole (`toolwire` extension);
+- `run_writer`: a run's events → one message, streamed or whole (`toolwire` extension);
 - `wire`: the message JSON and the SSE events;
 - `tokens`: the estimate `count_tokens` answers with.
 """

@@ -5,7 +5,7 @@ Two paths, chosen as on the chat endpoint by whether the gateway has server tool
 - **Direct**: one model turn. Text streams as the upstream writes it; each tool call is
   written whole once the turn is complete (see `wire.MessageWriter`).
 - **Agent**: the loop runs server tools inside the gateway until the model answers or
-  calls a client tool (see `agent_path`).
+  calls a client tool (see `run_writer`).
 
 Every failure on these routes answers in Anthropic's error shape with Anthropic's
 statuses, so the `anthropic` SDK raises its own exception classes. The gateway key is
@@ -22,17 +22,27 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.agent.result import RunResult
 from toolwire.models import Model, ModelContentDelta, ModelError, ModelReasoningDelta, ModelResponse
 from toolwire.server.caller import authenticate, gateway_of
-from toolwire.server.errors import GatewayError, store_error, upstream_error
 from toolwire.server.gateway import Gateway
-from toolwire.server.memory import remember_steps, restore_steps
-from toolwire.server.protocols.anthropic_messages.agent_path import agent_message, agent_stream
+from toolwire.server.http.errors import GatewayError, upstream_error
+from toolwire.server.http.requests import read_json
+from toolwire.server.http.responses import (
+    IGNORED_HEADER,
+    dropped_header,
+    ignored_header,
+    json_response,
+)
+from toolwire.server.http.streaming import (
+    ClientGone,
+    stream_response,
+    unless_disconnected,
+)
 from toolwire.server.protocols.anthropic_messages.request import (
     MessagesRequest,
     parse_messages_request,
 )
+from toolwire.server.protocols.anthropic_messages.run_writer import MessagesRunWriter
 from toolwire.server.protocols.anthropic_messages.tokens import estimate_tokens
 from toolwire.server.protocols.anthropic_messages.wire import (
     MessageWriter,
@@ -40,17 +50,21 @@ from toolwire.server.protocols.anthropic_messages.wire import (
     new_message_id,
     stop_reason,
 )
-from toolwire.server.requests import read_json
-from toolwire.server.responses import IGNORED_HEADER, dropped_header, ignored_header, json_response
-from toolwire.server.streaming import (
-    ClientGone,
-    stream_response,
-    unless_disconnected,
-)
-from toolwire.store.base import StoreError
+from toolwire.server.session import Run, Session, run_request, start
 from toolwire.tools import ToolContext
 
-__all__ = ["IGNORED_HEADER", "count_tokens", "messages", "routes"]
+__all__ = [
+    "DOOR",
+    "IGNORED_HEADER",
+    "count_tokens",
+    "messages",
+    "respond",
+    "routes",
+    "shutdown_event",
+]
+
+DOOR = "messages"
+"""This door's name in a run's state."""
 
 logger = logging.getLogger("toolwire.server")
 
@@ -70,18 +84,15 @@ async def messages(request: Request, gateway: Gateway, ctx: ToolContext) -> Resp
         id=new_message_id(), model=req.model, stream=req.stream, thinking=req.thinking
     )
     if gateway.server_tool_names:
-        answer = await _agent_response(request, gateway, req, ctx, writer)
-        if isinstance(answer, dict):
-            return json_response(answer, headers=headers)
-        return await stream_response(answer, headers, request, on_shutdown=_shutdown_event)
+        return await _agent_response(request, gateway, req, ctx, writer, headers)
     if req.stream:
         stream = _direct_stream(model, req, writer, gateway.redact)
-        return await stream_response(stream, headers, request, on_shutdown=_shutdown_event)
+        return await stream_response(stream, headers, request, on_shutdown=shutdown_event)
     body = await unless_disconnected(request, _direct_complete(model, req, writer, gateway.redact))
     return json_response(body, headers=headers)
 
 
-def _shutdown_event(message: str) -> bytes:
+def shutdown_event(message: str) -> bytes:
     # Anthropic ends a failed stream with `event: error`; `overloaded_error` is its word
     # for "temporarily unable, retry".
     return MessageWriter.error(error_body(GatewayError(503, message, type="overloaded_error")))
@@ -181,39 +192,19 @@ async def _agent_response(
     req: MessagesRequest,
     ctx: ToolContext,
     writer: MessageWriter,
-) -> AsyncIterator[bytes] | dict[str, Any]:
+    headers: dict[str, str],
+) -> Response:
     """Run the agent loop for the request: a stream of events, or a whole message."""
-    try:
-        await gateway.ready()
-        history = await restore_steps(gateway.store, ctx.principal, req.messages)
-    except StoreError as exc:
-        raise store_error(exc) from None
-    agent = gateway.agents[req.model]
-    first = len(history)
-    events = agent.run_stream(
-        history,
-        ctx,
-        stream=req.stream,
-        settings=req.settings,
-        client_tools=req.tools,
-        model_id=req.model,
-        unknown_calls_to_client=gateway.config.dialect == "tool_request",
-    )
+    run = await start(gateway, ctx, run_request(DOOR, req))
+    return await respond(request, gateway, run, writer, headers)
 
-    async def on_done(result: RunResult) -> None:
-        await remember_steps(gateway.store, ctx.principal, result, first, gateway.config.memory_ttl)
 
-    if req.stream:
-        return agent_stream(
-            gateway,
-            events,
-            writer,
-            on_done=on_done,
-            resume=lambda run_id: agent.resume_stream(run_id, None, ctx, stream=True),
-        )
-    return await unless_disconnected(
-        request, agent_message(gateway, events, writer, on_done=on_done)
-    )
+async def respond(
+    request: Request, gateway: Gateway, run: Run, writer: MessageWriter, headers: dict[str, str]
+) -> Response:
+    """A run's answer as SSE events or one whole message (new and resumed runs)."""
+    session = Session(gateway, run, MessagesRunWriter(gateway.shown_arguments, writer))
+    return await session.respond(request, headers, shutdown_event)
 
 
 # --- the routes ----------------------------------------------------------------------------

@@ -21,13 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.models.base import ModelSettings, ToolChoice
 from toolwire.models.messages import Message
-from toolwire.server.config import LimitsConfig
+from toolwire.server.configuration.config import LimitsConfig
+from toolwire.server.http.requests import validate_body
 from toolwire.server.protocols.anthropic_messages.transcript import parse_transcript
-from toolwire.server.protocols.chat_completions.request import tool_parameters
-from toolwire.server.protocols.chat_completions.transcript import field_error as _bad
-from toolwire.server.protocols.chat_completions.transcript import json_type
-from toolwire.server.protocols.chat_completions.transcript import shown as _shown
-from toolwire.server.requests import validate_body
+from toolwire.server.protocols.checks import field_error as _bad
+from toolwire.server.protocols.checks import json_type, tool_parameters
+from toolwire.server.protocols.checks import shown as _shown
 from toolwire.tools.tool import Tool
 
 __all__ = ["MessagesRequest", "parse_messages_request"]

@@ -27,8 +27,8 @@ from toolwire.models.messages import (
     ToolMessage,
     UserMessage,
 )
-from toolwire.server.errors import GatewayError
-from toolwire.server.protocols.chat_completions.transcript import field_error, json_type, shown
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.protocols.checks import field_error, json_type, shown
 from toolwire.tools.call import ToolCall
 
 __all__ = ["Transcript", "parse_system", "parse_transcript"]

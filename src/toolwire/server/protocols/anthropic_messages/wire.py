@@ -22,7 +22,7 @@ from typing import Any, Final
 import orjson
 
 from toolwire.models import FinishReason, Usage
-from toolwire.server.errors import GatewayError
+from toolwire.server.http.errors import GatewayError
 from toolwire.tools import ToolCall
 
 __all__ = [

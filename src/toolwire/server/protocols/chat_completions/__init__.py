@@ -3,7 +3,7 @@
 - `request`: the body → `ChatRequest` (every client mistake is a 400 naming the field);
 - `transcript`: `messages` → toolwire messages, with the pairing rules of tool results;
 - `handler`: the route: the direct path (one model turn) or the agent path;
-- `agent_path`: a run's events → chunks or one whole response (`toolwire` extension);
+- `run_writer`: a run's events → chunks or one whole response (`toolwire` extension);
 - `wire`: the JSON bodies and SSE chunks.
 """
 

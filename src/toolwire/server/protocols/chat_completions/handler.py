@@ -25,7 +25,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire import tracing
-from toolwire.agent.result import RunResult
 from toolwire.models import (
     Model,
     ModelContentDelta,
@@ -36,27 +35,26 @@ from toolwire.models import (
     ModelToolCallStart,
 )
 from toolwire.server.caller import authenticate, gateway_of
-from toolwire.server.errors import error_body, store_error, upstream_error
 from toolwire.server.gateway import Gateway
-from toolwire.server.memory import remember_steps, restore_steps
-from toolwire.server.protocols.chat_completions.agent_path import (
-    agent_complete,
-    agent_stream,
-)
+from toolwire.server.http.errors import error_body, upstream_error
+from toolwire.server.http.requests import read_json
+from toolwire.server.http.responses import DROPPED_HEADER, dropped_header, json_response
+from toolwire.server.http.streaming import stream_response, unless_disconnected
 from toolwire.server.protocols.chat_completions.request import ChatRequest, parse_chat_request
+from toolwire.server.protocols.chat_completions.run_writer import ChatRunWriter
 from toolwire.server.protocols.chat_completions.wire import (
     DONE,
     ChunkWriter,
     completion_body,
     new_completion_id,
 )
-from toolwire.server.requests import read_json
-from toolwire.server.responses import DROPPED_HEADER, dropped_header, json_response
-from toolwire.server.streaming import stream_response, unless_disconnected
-from toolwire.store.base import StoreError
+from toolwire.server.session import Run, Session, run_request, start
 from toolwire.tools import ToolContext
 
-__all__ = ["DROPPED_HEADER", "chat_completions", "routes"]
+__all__ = ["DOOR", "DROPPED_HEADER", "chat_completions", "respond", "routes", "shutdown_event"]
+
+DOOR = "chat_completions"
+"""This door's name in a run's state."""
 
 logger = logging.getLogger("toolwire.server")
 
@@ -81,10 +79,7 @@ async def chat_completions(request: Request, gateway: Gateway, ctx: ToolContext)
     headers = dropped_header(chat.dropped_results)
     use_agent = bool(gateway.server_tool_names)
     if use_agent:
-        answer = await _agent_response(request, gateway, chat, ctx)
-        if isinstance(answer, dict):
-            return json_response(answer, headers=headers)
-        return await stream_response(answer, headers, request, on_shutdown=shutdown_event)
+        return await _agent_response(request, gateway, chat, ctx, headers)
     if chat.stream:
         writer = ChunkWriter(id=new_completion_id(), model=chat.model)
         body = _direct_stream(model, chat, writer, gateway.redact)
@@ -166,42 +161,26 @@ async def _direct_stream(
 
 
 async def _agent_response(
-    request: Request, gateway: Gateway, chat: ChatRequest, ctx: ToolContext
-) -> AsyncIterator[bytes] | dict[str, Any]:
+    request: Request, gateway: Gateway, chat: ChatRequest, ctx: ToolContext, headers: dict[str, str]
+) -> Response:
     """Run the agent loop for the request: a stream of chunks, or a whole response."""
-    try:
-        await gateway.ready()
-        messages = await restore_steps(gateway.store, ctx.principal, chat.messages)
-    except StoreError as exc:
-        raise store_error(exc) from None
-    agent = gateway.agents[chat.model]
-    first = len(messages)
-    events = agent.run_stream(
-        messages,
-        ctx,
-        stream=chat.stream,
-        settings=chat.settings,
-        client_tools=chat.tools,
-        model_id=chat.model,
-        unknown_calls_to_client=gateway.config.dialect == "tool_request",
-    )
+    run = await start(gateway, ctx, run_request(DOOR, chat))
+    return await respond(request, gateway, run, chat.model, chat.include_usage, headers)
 
-    async def on_done(result: RunResult) -> None:
-        await remember_steps(gateway.store, ctx.principal, result, first, gateway.config.memory_ttl)
 
-    if chat.stream:
-        writer = ChunkWriter(id=new_completion_id(), model=chat.model)
-        return agent_stream(
-            gateway,
-            events,
-            writer,
-            include_usage=chat.include_usage,
-            on_done=on_done,
-            resume=lambda run_id: agent.resume_stream(run_id, None, ctx, stream=True),
-        )
-    return await unless_disconnected(
-        request, agent_complete(gateway, events, chat.model, on_done=on_done)
+async def respond(
+    request: Request,
+    gateway: Gateway,
+    run: Run,
+    model: str,
+    include_usage: bool,
+    headers: dict[str, str],
+) -> Response:
+    """A run's answer as chunks or one whole `chat.completion` (new and resumed runs)."""
+    writer = ChatRunWriter(
+        gateway.shown_arguments, model=model, stream=run.stream, include_usage=include_usage
     )
+    return await Session(gateway, run, writer).respond(request, headers, shutdown_event)
 
 
 # --- errors -------------------------------------------------------------------------------

@@ -9,26 +9,24 @@ than pydantic's union errors.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import jsonschema_rs
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolwire.models.base import ModelSettings, ToolChoice
 from toolwire.models.messages import Message
-from toolwire.server.config import Dialect, LimitsConfig
-from toolwire.server.protocols.chat_completions.transcript import field_error as _bad
-from toolwire.server.protocols.chat_completions.transcript import json_type, parse_messages
-from toolwire.server.protocols.chat_completions.transcript import shown as _shown
-from toolwire.server.requests import validate_body
+from toolwire.server.configuration.config import Dialect, LimitsConfig
+from toolwire.server.http.requests import validate_body
+from toolwire.server.protocols.chat_completions.transcript import parse_messages
+from toolwire.server.protocols.checks import check_tool_choice, json_type, tool_parameters
+from toolwire.server.protocols.checks import field_error as _bad
+from toolwire.server.protocols.checks import shown as _shown
 from toolwire.tools.tool import Tool
 
-__all__ = ["ChatRequest", "check_tool_choice", "parse_chat_request", "tool_parameters"]
+__all__ = ["ChatRequest", "parse_chat_request"]
 
 _TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _TOOL_CHOICES: Final = ("auto", "none", "required")
@@ -48,18 +46,6 @@ _CONSUMED: Final = frozenset(
     }
 )
 """Fields toolwire interprets; every other field goes to `ModelSettings.extra` as sent."""
-_KNOWN_METASCHEMAS: Final = frozenset(
-    {
-        "http://json-schema.org/draft-04/schema",
-        "http://json-schema.org/draft-06/schema",
-        "http://json-schema.org/draft-07/schema",
-        "http://json-schema.org/schema",
-        "https://json-schema.org/draft/2019-09/schema",
-        "https://json-schema.org/draft/2020-12/schema",
-    }
-)
-_CACHED_SCHEMA_BYTES: Final = 64 * 1024
-"""Larger tool schemas are checked every time, so the cache's memory stays bounded."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -298,71 +284,6 @@ def _tools(raw: Any, max_tools: int, server_tools: Collection[str]) -> tuple[Too
     return tuple(tools)
 
 
-def tool_parameters(schema: Any, where: str, name: str) -> dict[str, Any]:
-    """A client tool's `parameters` checked as a JSON Schema object (400 at `where`);
-    absent or `{}` is a tool without arguments. Shared by the front doors."""
-    if schema is None or schema == {}:
-        return {"type": "object", "properties": {}}
-    if type(schema) is not dict:
-        raise _bad(
-            where,
-            f"tool {name!r}: must be a JSON Schema object, not {json_type(schema)}.",
-            code="invalid_tool_schema",
-        )
-    problem = _schema_problem(schema)
-    if problem is not None:
-        raise _bad(where, f"tool {name!r}: {problem}", code="invalid_tool_schema")
-    kind = schema.get("type")
-    if kind is None:
-        # `{"properties": {...}}` without a type is common and unambiguous.
-        return {"type": "object", **schema}
-    if kind != "object":
-        raise _bad(
-            f"{where}.type",
-            f"tool {name!r}: the arguments are an object, so the schema's type must be "
-            f"'object', not {_shown(kind)}; put the fields under 'properties'.",
-            code="invalid_tool_schema",
-        )
-    return schema
-
-
-def _schema_problem(schema: dict[str, Any]) -> str | None:
-    try:
-        serialized = orjson.dumps(schema)
-    except (orjson.JSONEncodeError, TypeError):
-        return _check_schema(schema)
-    if len(serialized) > _CACHED_SCHEMA_BYTES:
-        return _check_schema(schema)
-    return _cached_check(serialized)
-
-
-@functools.lru_cache(maxsize=512)
-def _cached_check(serialized: bytes) -> str | None:
-    # Clients resend the same tools every turn: keyed by the serialized schema, the
-    # meta-validation runs once per distinct schema.
-    return _check_schema(orjson.loads(serialized))
-
-
-def _check_schema(schema: dict[str, Any]) -> str | None:
-    declared = schema.get("$schema")
-    if declared is not None and (
-        type(declared) is not str or declared.rstrip("#") not in _KNOWN_METASCHEMAS
-    ):
-        # An unknown metaschema would be fetched over the network by the validator.
-        return (
-            f"'$schema' is {_shown(declared)}, not a JSON Schema draft this gateway "
-            "knows; omit it or use 'https://json-schema.org/draft/2020-12/schema'."
-        )
-    try:
-        jsonschema_rs.meta.validate(schema)
-    except jsonschema_rs.ValidationError as exc:
-        at = "/".join(str(p) for p in exc.instance_path) or "(root)"
-        return f"not a valid JSON Schema at {at}: {exc.message}."
-    except jsonschema_rs.ReferencingError as exc:
-        return f"not a valid JSON Schema: {exc}."
-    return None
-
-
 # --- tool_choice ---------------------------------------------------------------------------
 
 
@@ -400,30 +321,3 @@ def _tool_choice(
             code="invalid_tool_choice",
         )
     return check_tool_choice(choice, tools, server_tools, name_field="tool_choice.function.name")
-
-
-def check_tool_choice(
-    choice: str, tools: Sequence[Tool], server_tools: Collection[str], *, name_field: str
-) -> ToolChoice:
-    """`auto`, `none`, `required` or a tool name, checked against the tools on offer (the
-    client's and the gateway's); a 400 says what to send instead. Shared by the front
-    doors; `name_field` is where their request names a tool."""
-    if choice in ("auto", "none"):
-        return choice
-    # A client tool never shares a server tool's name (refused above), so no duplicates.
-    names = [*(tool.name for tool in tools), *server_tools]
-    if not names:
-        raise _bad(
-            "tool_choice",
-            f"{_shown(choice) if choice == 'required' else 'a named function'} needs "
-            "tools, and this request has none (nor does the gateway); send 'tools' or "
-            "use 'auto'.",
-            code="invalid_tool_choice",
-        )
-    if choice != "required" and choice not in names:
-        raise _bad(
-            name_field,
-            f"{choice!r} is not one of the tools; use one of {', '.join(repr(n) for n in names)}.",
-            code="invalid_tool_choice",
-        )
-    return choice

@@ -22,8 +22,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import orjson
-
 from toolwire.models.messages import (
     AssistantMessage,
     Message,
@@ -31,20 +29,19 @@ from toolwire.models.messages import (
     ToolMessage,
     UserMessage,
 )
-from toolwire.server.config import Dialect
-from toolwire.server.errors import GatewayError
-from toolwire.server.json_depth import MAX_JSON_DEPTH, JsonTooDeep, loads_text, text_too_deep
+from toolwire.server.configuration.config import Dialect
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.json_depth import text_too_deep
+from toolwire.server.protocols.checks import (
+    as_tool_request,
+    deep_arguments,
+    field_error,
+    json_type,
+    shown,
+)
 from toolwire.tools.call import ToolCall
 
-__all__ = [
-    "Transcript",
-    "as_tool_request",
-    "deep_arguments",
-    "field_error",
-    "json_type",
-    "parse_messages",
-    "shown",
-]
+__all__ = ["Transcript", "parse_messages"]
 
 ROLES: Final = ("system", "developer", "user", "assistant", "tool")
 USER_PART_TYPES: Final = ("text", "image_url", "input_audio", "file")
@@ -127,23 +124,6 @@ def parse_messages(
     if pending:
         raise _missing(pending, opened_by, raw[opened_by], before=None)
     return Transcript(messages=tuple(out), dropped_results=tuple(dropped))
-
-
-def json_type(value: Any) -> str:
-    """How a JSON value is named in error messages: `a string`, `an array`, `null`, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 # --- one message ---------------------------------------------------------------------------
@@ -287,32 +267,6 @@ def _tool_calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
-def as_tool_request(content: str, i: int) -> ToolCall | None:
-    """The call of a `{"tool_request": {...}}` message, or None when it is plain text."""
-    text = content.strip()
-    # Cheap checks first: almost every assistant message is prose.
-    if not (text.startswith("{") and text.endswith("}") and "tool_request" in text):
-        return None
-    try:
-        data = loads_text(text)
-    except JsonTooDeep:
-        # Its arguments are written back out (as the call's JSON text): refused like any
-        # other JSON past the gateway's depth rule.
-        raise deep_arguments(f"messages[{i}].content") from None
-    except orjson.JSONDecodeError:
-        return None
-    if type(data) is not dict or len(data) != 1:
-        return None
-    request = data.get("tool_request")
-    if type(request) is not dict:
-        return None
-    name = request.get("name")
-    arguments = request.get("arguments")
-    if type(name) is not str or not name or type(arguments) is not dict:
-        return None
-    return ToolCall(id=f"toolreq_{i}", name=name, arguments=orjson.dumps(arguments).decode())
-
-
 def _text_content(item: dict[str, Any], i: int, role: str) -> str:
     content = item.get("content")
     if type(content) is str:
@@ -375,28 +329,6 @@ def _pop_by_name(pending: dict[str, ToolCall], name: str) -> ToolCall | None:
 
 
 # --- errors --------------------------------------------------------------------------------
-
-
-def field_error(param: str, message: str, *, code: str | None = None) -> GatewayError:
-    """A 400 about one request field: `param` is named in the message and the error."""
-    return GatewayError(400, f"{param}: {message}", param=param, code=code)
-
-
-def deep_arguments(where: str) -> GatewayError:
-    """The 400 for tool-call arguments that nest past the gateway's JSON depth rule."""
-    return field_error(
-        where,
-        f"the arguments nest arrays and objects more than {MAX_JSON_DEPTH} levels deep; "
-        "send flatter JSON.",
-        code="json_too_deep",
-    )
-
-
-def shown(value: Any) -> str:
-    """A value as quoted in an error message: a short string in quotes, else its type."""
-    if isinstance(value, str):
-        return repr(value) if len(value) <= 40 else repr(value[:40] + "…")
-    return json_type(value)
 
 
 def _choices(values: Sequence[str]) -> str:

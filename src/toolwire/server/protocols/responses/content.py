@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from toolwire.models.messages import UserMessage
-from toolwire.server.protocols.chat_completions.transcript import field_error, json_type, shown
+from toolwire.server.protocols.checks import field_error, json_type, shown
 
 __all__ = ["assistant_text", "output_text", "plain_text", "user_message"]
 

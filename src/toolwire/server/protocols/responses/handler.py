@@ -16,40 +16,52 @@ the runner execute, `translate` and `wire` write.
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.agent import AgentEvent, RunConflict
 from toolwire.agent.result import RunResult
 from toolwire.models.messages import AssistantMessage, SystemMessage
-from toolwire.server.approvals import decide, may_see, may_see_run, resume_audit, run_context
+from toolwire.server.access import decide, may_see, may_see_run
 from toolwire.server.caller import Caller, authenticate, gateway_of
-from toolwire.server.errors import GatewayError, store_error
 from toolwire.server.gateway import Gateway
-from toolwire.server.memory import remember_steps, restore_steps
-from toolwire.server.protocols.chat_completions.transcript import field_error
+from toolwire.server.http.errors import GatewayError, store_error
+from toolwire.server.http.requests import read_json
+from toolwire.server.http.responses import dropped_header, json_response
+from toolwire.server.http.streaming import stream_response, unless_disconnected
+from toolwire.server.protocols.checks import field_error
 from toolwire.server.protocols.responses.items import Input, parse_input
 from toolwire.server.protocols.responses.request import ResponsesRequest, parse_responses_request
-from toolwire.server.protocols.responses.state import StoredResponse, forget, load, save
+from toolwire.server.protocols.responses.state import (
+    StoredResponse,
+    forget,
+    load,
+    paused_response,
+    save,
+)
 from toolwire.server.protocols.responses.translate import (
     CallInfo,
-    agent_response,
+    ResponsesRunWriter,
     collect,
     model_response,
 )
-from toolwire.server.protocols.responses.wire import ResponseWriter, new_id, response_head
-from toolwire.server.requests import read_json
-from toolwire.server.responses import dropped_header, json_response
-from toolwire.server.streaming import stream_response, unless_disconnected
-from toolwire.store.base import StoreError
+from toolwire.server.protocols.responses.wire import (
+    DEFAULT_ECHO,
+    ResponseWriter,
+    new_id,
+    response_head,
+)
+from toolwire.server.session import Run, RunRequest, Session, resume, start
+from toolwire.store.base import ApprovalRecord, RunRecord, StoreError
 
-__all__ = ["routes"]
+__all__ = ["DOOR", "resume_answer", "routes"]
+
+DOOR = "responses"
+"""This door's name in a run's state."""
 
 Body = tuple[AsyncIterator[bytes], ResponseWriter]
 
@@ -88,7 +100,18 @@ async def _create(request: Request) -> Response:
     else:
         body, writer = await _start(gateway, caller, req, previous, given)
     headers = dropped_header(given.dropped_results)
-    if req.stream:
+    return await _respond(request, body, writer, headers, stream=req.stream)
+
+
+async def _respond(
+    request: Request,
+    body: AsyncIterator[bytes],
+    writer: ResponseWriter,
+    headers: dict[str, str],
+    *,
+    stream: bool,
+) -> Response:
+    if stream:
         return await stream_response(
             body, headers, request, on_shutdown=lambda m: writer.failed(m, code="shutting_down")
         )
@@ -135,34 +158,24 @@ async def _start(
             on_done=on_turn,
         )
         return turn, writer
-    await _ready(gateway)
-    try:
-        # A client that sends the whole conversation back gets the gateway's own steps
-        # restored, as on the chat endpoint; a stored history has them already.
-        new = await restore_steps(gateway.store, ctx.principal, given.messages)
-    except StoreError as exc:
-        raise store_error(exc) from None
-    messages = (*instructions, *history, *new)
-    events = gateway.agents[req.model].run_stream(
-        messages,
+    # A client that sends the whole conversation back gets the gateway's own steps
+    # restored, as on the chat endpoint; a stored history has them already.
+    run = await start(
+        gateway,
         ctx,
-        stream=req.stream,
-        settings=req.settings,
-        client_tools=req.tools,
-        model_id=req.model,
-        unknown_calls_to_client=gateway.config.dialect == "tool_request",
+        RunRequest(
+            door=DOOR,
+            model=req.model,
+            messages=given.messages,
+            tools=req.tools,
+            settings=req.settings,
+            stream=req.stream,
+            prefix=(*instructions, *history),
+        ),
     )
-
-    async def on_run(response: dict[str, Any], result: RunResult) -> None:
-        await remember_steps(gateway.store, ctx.principal, result, len(messages), ttl)
-        if req.store:
-            stored = _stored_run(response, result, len(instructions))
-            await save(gateway.store, caller.name, stored, ttl)
-
-    body = agent_response(
-        events, writer, redact=gateway.redact, shown=gateway.shown_arguments, on_done=on_run
+    return _answer(
+        gateway, run, writer, owner=caller.name, store=req.store, prefix=len(instructions)
     )
-    return body, writer
 
 
 async def _continue(
@@ -173,6 +186,48 @@ async def _continue(
     given: Input,
 ) -> Body:
     """Decide the previous response's approvals and go on with its paused run."""
+    paused = _answering(previous, given)
+    await _ready(gateway)
+    try:
+        records = {i: await gateway.store.get_approval(i) for i in paused.approvals}
+        await _decide_all(gateway, caller, given, records)
+        assert paused.run_id is not None
+        record = await gateway.store.get_run(paused.run_id)
+    except StoreError as exc:
+        raise store_error(exc) from None
+    not_resumable = GatewayError(
+        409,
+        f"The run of response {paused.response['id']!r} cannot be resumed here: it "
+        "is gone, or was made with a model this gateway no longer routes.",
+        code="run_not_resumable",
+    )
+    if record is None:
+        raise not_resumable
+    if not may_see_run(caller, record.owner):
+        raise GatewayError(
+            404,
+            f"Run {record.id!r} does not exist.",
+            param="previous_response_id",
+            code="run_not_found",
+        )
+    run = await resume(gateway, caller, record, stream=req.stream, not_routed=not_resumable)
+    head = response_head(id=new_id("resp"), model=record.model or req.model, echo=req.echo)
+    writer = ResponseWriter(head, stream=req.stream)
+    calls = _approved_calls(gateway, records)
+    return _answer(
+        gateway,
+        run,
+        writer,
+        owner=caller.name,
+        store=req.store,
+        prefix=paused.run_prefix,
+        calls=calls,
+    )
+
+
+def _answering(previous: StoredResponse | None, given: Input) -> StoredResponse:
+    """The paused response the request's approval answers are for, each open request of
+    it answered once and nothing else given."""
     first = given.answers[0]
     if previous is None:
         raise GatewayError(
@@ -203,95 +258,118 @@ async def _continue(
                 code="unknown_approval_request",
             )
         seen.add(answer.approval_id)
-    assert previous.run_id is not None
-    await _ready(gateway)
-    store = gateway.store
-    ctx = caller.ctx
+    return previous
+
+
+async def _decide_all(
+    gateway: Gateway,
+    caller: Caller,
+    given: Input,
+    records: Mapping[str, ApprovalRecord | None],
+) -> None:
+    """Take the decisions of the answers, by the same rules as `/v1/approvals`."""
+    now = time.time()
+    for answer in given.answers:
+        record = records[answer.approval_id]
+        if record is None or not may_see(caller, record):
+            raise GatewayError(
+                404,
+                f"Approval {answer.approval_id!r} does not exist (any more).",
+                param=f"{answer.where}.approval_request_id",
+                code="approval_not_found",
+            )
+        # A decision taken the same way already (through /v1/approvals) stands.
+        if record.effective_status(now) != ("approved" if answer.approve else "denied"):
+            await decide(
+                gateway.store,
+                record,
+                caller,
+                approve=answer.approve,
+                reason=answer.reason,
+                request_id=caller.ctx.metadata.get("request_id"),
+                now=now,
+            )
+
+
+def _approved_calls(
+    gateway: Gateway, records: Mapping[str, ApprovalRecord | None]
+) -> dict[str, CallInfo]:
+    """The paused calls as their `mcp_call` items will show them, by call id."""
     calls: dict[str, CallInfo] = {}
+    for record in records.values():
+        if record is not None:
+            shown = gateway.shown_arguments(record.tool, record.arguments)
+            calls[record.call_id] = (record.tool, shown, record.id)
+    return calls
+
+
+def _answer(
+    gateway: Gateway,
+    run: Run,
+    writer: ResponseWriter,
+    *,
+    owner: str | None,
+    store: bool,
+    prefix: int,
+    calls: Mapping[str, CallInfo] | None = None,
+) -> Body:
+    """A run's response; kept (unless `store` is false) before its last event, so the
+    client can continue from it at once."""
+    out = ResponsesRunWriter(writer, gateway.shown_arguments, calls)
+    remember = run.on_done
+
+    async def on_done(result: RunResult) -> None:
+        if remember is not None:
+            await remember(result)
+        if store:
+            assert out.response is not None
+            stored = _stored_run(out.response, result, prefix)
+            await save(gateway.store, owner, stored, gateway.config.memory_ttl)
+
+    # No waiting in the open stream for decisions: a Responses client sees a call's
+    # approval request only as an output item of the finished response, and answers it
+    # with mcp_approval_response in its next request.
+    session = Session(gateway, Run(run.events, run.stream, on_done), out)
+    return session.stream(), writer
+
+
+async def resume_answer(
+    request: Request, gateway: Gateway, caller: Caller, record: RunRecord, *, stream: bool
+) -> Response:
+    """`POST /v1/runs/{id}/resume` for a run started here: a response object that
+    continues the paused response (`previous_response_id`), kept as the next link of
+    its chain."""
     try:
-        now = time.time()
-        records = {i: await store.get_approval(i) for i in previous.approvals}
-        for record in records.values():
-            if record is not None:
-                shown = gateway.shown_arguments(record.tool, record.arguments)
-                calls[record.call_id] = (record.tool, shown, record.id)
-        for answer in given.answers:
-            record = records[answer.approval_id]
-            if record is None or not may_see(caller, record):
-                raise GatewayError(
-                    404,
-                    f"Approval {answer.approval_id!r} does not exist (any more).",
-                    param=f"{answer.where}.approval_request_id",
-                    code="approval_not_found",
-                )
-            # A decision taken the same way already (through /v1/approvals) stands.
-            if record.effective_status(now) != ("approved" if answer.approve else "denied"):
-                await decide(
-                    store,
-                    record,
-                    caller,
-                    approve=answer.approve,
-                    reason=answer.reason,
-                    request_id=ctx.metadata.get("request_id"),
-                    now=now,
-                )
-        run = await store.get_run(previous.run_id)
+        paused = await paused_response(gateway.store, record.id)
+        ids = paused.approvals if paused is not None else ()
+        records = {i: await gateway.store.get_approval(i) for i in ids}
     except StoreError as exc:
         raise store_error(exc) from None
-    agent = gateway.agents.get(run.model or "") if run is not None else None
-    if run is None or agent is None:
-        raise GatewayError(
-            409,
-            f"The run of response {previous.response['id']!r} cannot be resumed here: it "
-            "is gone, or was made with a model this gateway no longer routes.",
-            code="run_not_resumable",
-        )
-    if not may_see_run(caller, run.owner):
-        raise GatewayError(
-            404,
-            f"Run {run.id!r} does not exist.",
-            param="previous_response_id",
-            code="run_not_found",
-        )
-    # The run's tools run for whoever started it, with that key's scopes.
-    ctx = run_context(gateway.keyring, caller, run.owner)
-    try:
-        await store.append_audit(resume_audit(run, caller, ctx))
-    except StoreError as exc:
-        raise store_error(exc) from None
-    events = agent.resume_stream(run.id, None, ctx, stream=req.stream)
-    try:
-        # The claim and the decision checks happen before the first event.
-        head_event = await anext(events)
-    except RunConflict as exc:
-        raise GatewayError(409, str(exc), code="run_not_resumable") from None
-    except StoreError as exc:
-        raise store_error(exc) from None
-
-    async def replay() -> AsyncGenerator[AgentEvent, None]:
-        async with contextlib.aclosing(events):
-            yield head_event
-            async for event in events:
-                yield event
-
-    head = response_head(id=new_id("resp"), model=run.model or req.model, echo=req.echo)
-    writer = ResponseWriter(head, stream=req.stream)
-    prefix = previous.run_prefix
-
-    async def on_run(response: dict[str, Any], result: RunResult) -> None:
-        if req.store:
-            stored = _stored_run(response, result, prefix)
-            await save(gateway.store, caller.name, stored, gateway.config.memory_ttl)
-
-    body = agent_response(
-        replay(),
-        writer,
-        redact=gateway.redact,
-        shown=gateway.shown_arguments,
-        on_done=on_run,
-        calls=calls,
+    not_routed = GatewayError(
+        409,
+        f"Run {record.id!r} was made with the model {record.model!r}, which this gateway "
+        "no longer routes; it cannot be resumed here.",
+        code="run_not_resumable",
     )
-    return body, writer
+    run = await resume(gateway, caller, record, stream=stream, not_routed=not_routed)
+    # The paused response's request fields carry over; without it (made with
+    # store: false) there is nothing to continue from, and nothing is kept.
+    echo = {**DEFAULT_ECHO, "store": False}
+    if paused is not None:
+        echo.update({k: paused.response[k] for k in DEFAULT_ECHO if k in paused.response})
+        echo["previous_response_id"] = paused.response["id"]
+    head = response_head(id=new_id("resp"), model=record.model or "", echo=echo)
+    writer = ResponseWriter(head, stream=stream)
+    body, _ = _answer(
+        gateway,
+        run,
+        writer,
+        owner=record.owner,
+        store=bool(echo["store"]),
+        prefix=paused.run_prefix if paused is not None else 0,
+        calls=_approved_calls(gateway, records),
+    )
+    return await _respond(request, body, writer, {}, stream=stream)
 
 
 def _stored_run(response: dict[str, Any], result: RunResult, prefix: int) -> StoredResponse:

@@ -31,13 +31,11 @@ from toolwire.models.messages import (
     SystemMessage,
     ToolMessage,
 )
-from toolwire.server.config import Dialect
-from toolwire.server.errors import GatewayError
-from toolwire.server.json_depth import text_too_deep
-from toolwire.server.protocols.chat_completions.transcript import (
-    as_tool_request as tool_request_call,
-)
-from toolwire.server.protocols.chat_completions.transcript import (
+from toolwire.server.configuration.config import Dialect
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.json_depth import text_too_deep
+from toolwire.server.protocols.checks import as_tool_request as tool_request_call
+from toolwire.server.protocols.checks import (
     deep_arguments,
     field_error,
     json_type,

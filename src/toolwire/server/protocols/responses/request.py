@@ -23,13 +23,15 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolwire.models.base import ModelSettings, ToolChoice
-from toolwire.server.config import LimitsConfig
-from toolwire.server.protocols.chat_completions.request import (
+from toolwire.server.configuration.config import LimitsConfig
+from toolwire.server.http.requests import validate_body
+from toolwire.server.protocols.checks import (
     check_tool_choice,
+    field_error,
+    json_type,
+    shown,
     tool_parameters,
 )
-from toolwire.server.protocols.chat_completions.transcript import field_error, json_type, shown
-from toolwire.server.requests import validate_body
 from toolwire.tools.tool import Tool
 
 __all__ = ["ResponsesRequest", "parse_responses_request"]
@@ -325,19 +327,3 @@ def _tool_choice(
             code="invalid_tool_choice",
         )
     return check_tool_choice(choice, tools, server_tools, name_field="tool_choice.name")
-    names = [*(tool.name for tool in tools), *server_tools]
-    if not names:
-        raise field_error(
-            "tool_choice",
-            f"{shown(choice) if choice == 'required' else 'a named function'} needs "
-            "tools, and this request has none (nor does the gateway); send 'tools' or "
-            "use 'auto'.",
-            code="invalid_tool_choice",
-        )
-    if choice != "required" and choice not in names:
-        raise field_error(
-            "tool_choice.name",
-            f"{choice!r} is not one of the tools; use one of {', '.join(repr(n) for n in names)}.",
-            code="invalid_tool_choice",
-        )
-    return choice

@@ -21,7 +21,7 @@ from toolwire.models.messages import Message
 from toolwire.store.base import Store
 from toolwire.tools.call import ToolCall
 
-__all__ = ["StoredResponse", "forget", "load", "save"]
+__all__ = ["StoredResponse", "forget", "load", "paused_response", "save"]
 
 _VERSION: Final = 1
 
@@ -76,9 +76,25 @@ def _key(owner: str | None, response_id: str) -> str:
     return f"responses:{digest}:{response_id}"
 
 
+def _run_key(run_id: str) -> str:
+    return f"responses:run:{run_id}"
+
+
 async def save(store: Store, owner: str | None, stored: StoredResponse, ttl: float) -> None:
     """Keep a response for `ttl` seconds, readable by `owner` (a key name) only."""
     await store.remember(_key(owner, stored.response["id"]), stored.to_json(), ttl)
+    if stored.run_id is not None:
+        # `POST /v1/runs/{id}/resume` continues the chain from the response that paused.
+        link = {"owner": owner, "response_id": stored.response["id"]}
+        await store.remember(_run_key(stored.run_id), link, ttl)
+
+
+async def paused_response(store: Store, run_id: str) -> StoredResponse | None:
+    """The stored response that paused the run, if one was kept."""
+    link = await store.recall(_run_key(run_id))
+    if link is None or "response_id" not in link:
+        return None
+    return await load(store, link.get("owner"), link["response_id"])
 
 
 async def load(store: Store, owner: str | None, response_id: str) -> StoredResponse | None:

@@ -12,13 +12,12 @@ it in `previous_response_id`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from toolwire.agent import AgentEvent, Done, TextDelta, ToolCallResult, ToolCallStart
+from toolwire.agent import AgentEvent, TextDelta, ToolCallResult, ToolCallStart
 from toolwire.agent.result import RunResult
 from toolwire.models import (
     AssistantMessage,
@@ -32,7 +31,7 @@ from toolwire.models import (
 )
 from toolwire.models.base import ModelSettings
 from toolwire.models.messages import Message, Usage
-from toolwire.server.errors import GatewayError, store_error, upstream_error
+from toolwire.server.http.errors import GatewayError, store_error, upstream_error
 from toolwire.server.protocols.responses.wire import (
     ResponseWriter,
     approval_request_item,
@@ -42,7 +41,7 @@ from toolwire.server.run_view import Shown
 from toolwire.store.base import StoreError
 from toolwire.tools.tool import Tool
 
-__all__ = ["CallInfo", "agent_response", "collect", "model_response"]
+__all__ = ["CallInfo", "ResponsesRunWriter", "collect", "model_response"]
 
 logger = logging.getLogger("toolwire.server")
 
@@ -138,84 +137,83 @@ async def model_response(
     yield out + writer.completed(final)
 
 
-async def agent_response(
-    events: AsyncGenerator[AgentEvent, None],
-    writer: ResponseWriter,
-    *,
-    redact: Callable[[str], str],
-    shown: Shown,
-    on_done: Callable[[dict[str, Any], RunResult], Awaitable[None]],
-    calls: Mapping[str, CallInfo] | None = None,
-) -> AsyncIterator[bytes]:
-    """An agent run: its text as message items (one per model turn), the server tools it
-    ran as `mcp_call` items, then the client's calls as `function_call` items or the
-    calls waiting for approval as `mcp_approval_request` items.
+class ResponsesRunWriter:
+    """An agent run as a response: its text as message items (one per model turn), the
+    server tools it ran as `mcp_call` items, then the client's calls as `function_call`
+    items or the calls waiting for approval as `mcp_approval_request` items."""
 
-    Args:
-        shown: The arguments as items may show them (redacted).
-        calls: Calls the run may report results of without starting them: a resumed
-            run's approved calls, by call id (their arguments already as shown).
-    """
-    known: dict[str, CallInfo] = dict(calls or {})
-    opened = False
-    result: RunResult | None = None
-    async with contextlib.aclosing(events):
-        async for event in events:
-            if isinstance(event, Done):
-                if event.exception is not None:
-                    error = _failure(event.exception, redact)
-                    if not opened:
-                        raise error
-                    logger.warning("run failed mid-stream: %s", redact(event.error or ""))
-                    yield writer.failed(error.message)
-                    return
-                result = event.result
-                break
-            chunk = b"" if opened else writer.opening()
-            opened = True
-            if isinstance(event, TextDelta):
-                chunk += writer.text(event.text)
-            elif isinstance(event, ToolCallStart):
-                known[event.call_id] = (event.name, shown(event.name, event.arguments), None)
-                chunk += writer.close_message()
-            elif isinstance(event, ToolCallResult):
-                done = event.result
-                if done.error is None or done.error.code != "awaiting_approval":
-                    name, arguments, approval_id = known.get(done.call_id, (done.name, "{}", None))
-                    chunk += writer.item(mcp_call_item(name, arguments, done, approval_id))
-            if chunk:
-                yield chunk
-    assert result is not None
-    out = (b"" if opened else writer.opening()) + writer.close_message()
-    for call in result.client_calls if result.status == "client_tool_calls" else ():
-        out += writer.function_call(call.id, call.name, call.arguments)
-    for approval in result.approvals if result.status == "awaiting_approval" else ():
-        visible = replace(approval, arguments=shown(approval.tool, approval.arguments))
-        out += writer.item(approval_request_item(visible))
-    incomplete: str | None = None
-    if result.status == "completed":
-        last = result.steps[-1].response if result.steps else None
-        incomplete = _incomplete(last.finish_reason) if last is not None else None
-        out += writer.finish(incomplete=incomplete is not None) + writer.answer()
-    elif result.status not in ("client_tool_calls", "awaiting_approval"):
-        # max_iterations: say why the run stopped, as the chat endpoint does.
-        out += writer.text(result.output) + writer.finish()
-    extension: dict[str, Any] = {"status": result.status}
-    if result.status == "awaiting_approval":
-        extension["run_id"] = result.run_id
-    usage = Usage()
-    for step in result.steps[result.first_step :]:
-        usage.add(step.response.usage)
-    final = writer.final(usage, incomplete=incomplete, extension=extension)
-    try:
-        await on_done(final, result)
-    except StoreError as exc:
-        failure = store_error(exc)
-        if writer.streaming:
-            yield out + writer.failed(failure.message)
-            return
-        raise failure from None
-    yield out + writer.completed(final)
+    def __init__(
+        self, writer: ResponseWriter, shown: Shown, calls: Mapping[str, CallInfo] | None = None
+    ) -> None:
+        """
+        Args:
+            shown: The arguments as items may show them (redacted).
+            calls: Calls the run may report results of without starting them: a resumed
+                run's approved calls, by call id (their arguments already as shown).
+        """
+        self.writer = writer
+        self.shown = shown
+        self.known: dict[str, CallInfo] = dict(calls or {})
+        self.response: dict[str, Any] | None = None
+        """The whole response, once the run is closed (what `on_done` keeps)."""
+
+    @property
+    def streaming(self) -> bool:
+        return self.writer.streaming
+
+    def opening(self) -> bytes:
+        return self.writer.opening()
+
+    def event(self, event: AgentEvent) -> bytes:
+        writer = self.writer
+        if isinstance(event, TextDelta):
+            return writer.text(event.text)
+        if isinstance(event, ToolCallStart):
+            shown = self.shown(event.name, event.arguments)
+            self.known[event.call_id] = (event.name, shown, None)
+            return writer.close_message()
+        if isinstance(event, ToolCallResult):
+            done = event.result
+            if done.error is None or done.error.code != "awaiting_approval":
+                name, arguments, approval_id = self.known.get(done.call_id, (done.name, "{}", None))
+                return writer.item(mcp_call_item(name, arguments, done, approval_id))
+        return b""
+
+    def close(self, result: RunResult) -> bytes:
+        writer = self.writer
+        out = writer.close_message()
+        for call in result.client_calls if result.status == "client_tool_calls" else ():
+            out += writer.function_call(call.id, call.name, call.arguments)
+        for approval in result.approvals if result.status == "awaiting_approval" else ():
+            visible = replace(approval, arguments=self.shown(approval.tool, approval.arguments))
+            out += writer.item(approval_request_item(visible))
+        incomplete: str | None = None
+        if result.status == "completed":
+            last = result.steps[-1].response if result.steps else None
+            incomplete = _incomplete(last.finish_reason) if last is not None else None
+            out += writer.finish(incomplete=incomplete is not None) + writer.answer()
+        elif result.status not in ("client_tool_calls", "awaiting_approval"):
+            # max_iterations: say why the run stopped, as the chat endpoint does.
+            out += writer.text(result.output) + writer.finish()
+        extension: dict[str, Any] = {"status": result.status}
+        if result.status == "awaiting_approval":
+            extension["run_id"] = result.run_id
+        usage = Usage()
+        for step in result.steps[result.first_step :]:
+            usage.add(step.response.usage)
+        self.response = writer.final(usage, incomplete=incomplete, extension=extension)
+        return out
+
+    def end(self, result: RunResult) -> bytes:
+        assert self.response is not None
+        return self.writer.completed(self.response)
+
+    def failed(self, error: GatewayError) -> bytes:
+        return self.writer.failed(error.message)
+
+    def whole(self, result: RunResult) -> dict[str, Any]:
+        assert self.writer.response is not None
+        return self.writer.response
 
 
 def _incomplete(reason: FinishReason) -> str | None:
@@ -225,16 +223,3 @@ def _incomplete(reason: FinishReason) -> str | None:
     if reason == "content_filter":
         return "content_filter"
     return None
-
-
-def _failure(exc: BaseException, redact: Callable[[str], str]) -> GatewayError:
-    if isinstance(exc, ModelError):
-        return upstream_error(exc, redact)
-    if isinstance(exc, StoreError):
-        return store_error(exc)
-    if isinstance(exc, GatewayError):
-        return exc
-    logger.error("run failed", exc_info=exc)
-    return GatewayError(
-        500, "The gateway failed while running the request; see its log.", type="server_error"
-    )

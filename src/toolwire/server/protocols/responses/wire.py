@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import orjson
@@ -53,6 +53,25 @@ def response_head(*, id: str, model: str, echo: dict[str, Any]) -> dict[str, Any
         "incomplete_details": None,
         **echo,
     }
+
+
+DEFAULT_ECHO: Final[Mapping[str, Any]] = {
+    "instructions": None,
+    "max_output_tokens": None,
+    "metadata": {},
+    "parallel_tool_calls": True,
+    "previous_response_id": None,
+    "reasoning": {"effort": None},
+    "store": True,
+    "temperature": None,
+    "text": {"format": {"type": "text"}},
+    "tool_choice": "auto",
+    "tools": [],
+    "top_p": None,
+    "truncation": "disabled",
+    "user": None,
+}
+"""The request fields a response echoes, as a request that set none of them has them."""
 
 
 def usage_json(usage: Usage) -> dict[str, Any]:

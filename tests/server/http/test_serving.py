@@ -19,8 +19,8 @@ from live import LiveServer
 from served import ServeProcess
 
 from toolwire.server import create_app
-from toolwire.server._httptools_protocol import HttpToolsWithHeaderDeadline
-from toolwire.server.serving import GatewayServer, H11WithHeaderDeadline, ServeOptions
+from toolwire.server.http._httptools_protocol import HttpToolsWithHeaderDeadline
+from toolwire.server.http.serving import GatewayServer, H11WithHeaderDeadline, ServeOptions
 
 HEADER_TIMEOUT = 0.5
 

@@ -9,9 +9,9 @@ import orjson
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from toolwire.server.errors import GatewayError
-from toolwire.server.json_depth import MAX_JSON_DEPTH, too_deep
-from toolwire.server.loader import format_path
+from toolwire.server.configuration.loader import format_path
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.json_depth import MAX_JSON_DEPTH, too_deep
 
 __all__ = ["read_body", "read_json", "validate_body"]
 

@@ -30,45 +30,27 @@ from typing import Any, Final
 
 import uvicorn
 from starlette.applications import Starlette
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from toolwire.server.draining import Drain
+from toolwire.server.http.draining import Drain
+from toolwire.server.http.header_deadline import (
+    DEFAULT_HEADER_TIMEOUT,
+    H11WithHeaderDeadline,
+)
 
 __all__ = [
-    "DEFAULT_HEADER_TIMEOUT",
     "GatewayServer",
-    "HeaderDeadline",
+    "H11WithHeaderDeadline",
     "ServeOptions",
     "StartupError",
     "build_app",
-    "header_timeout",
-    "send_bad_request",
     "serve",
 ]
 
 logger = logging.getLogger("toolwire.server")
 
-DEFAULT_HEADER_TIMEOUT: Final = 10.0
 _DRAIN_GRACE: Final = 1.0
 """Seconds between expiring the drain and uvicorn cancelling what is left: time for the
 final events to be written."""
-_BAD_REQUEST_BODY: Final = (
-    b'{"error": {"message": "Invalid HTTP request received (a malformed request line, '
-    b"header or chunked body, or a URL or header over the server's limit).\", "
-    b'"type": "invalid_request_error", "param": null, "code": "invalid_http"}}'
-)
-_BAD_REQUEST: Final = (
-    b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\n"
-    b"content-length: " + str(len(_BAD_REQUEST_BODY)).encode() + b"\r\n\r\n" + _BAD_REQUEST_BODY
-)
-"""What the server answers a request it cannot parse: JSON like every other error (uvicorn's
-own answer is plain text), then the connection closes as uvicorn's does."""
-_REQUEST_TIMEOUT: Final = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-    b"connection: close\r\ncontent-length: 112\r\n\r\n"
-    b'{"error": {"message": "The request headers did not arrive in time.", '
-    b'"type": "invalid_request_error", "code": "timeout"}}'
-)
 
 
 class ServeOptions:
@@ -193,7 +175,7 @@ def serve(
 def build_app(config_json: str, access_log: bool = True, log_format: str = "text") -> Starlette:
     """The app for `GatewayConfig` JSON: what each worker process runs."""
     from toolwire.server.app import create_app
-    from toolwire.server.config import GatewayConfig
+    from toolwire.server.configuration.config import GatewayConfig
     from toolwire.server.logs import configure_logging
 
     configure_logging(options_level(), log_format)
@@ -205,93 +187,9 @@ def options_level() -> str:
     return os.environ.get("TOOLWIRE_LOG_LEVEL", "info")
 
 
-# --- the header deadline -------------------------------------------------------------------
-
-
-class HeaderDeadline:
-    """Closes the connection when a request's headers take longer than `seconds`.
-
-    Armed when a connection opens and when the first bytes of a next request arrive;
-    disarmed when the protocol starts a new request cycle (headers complete).
-    """
-
-    def __init__(self, protocol: Any, seconds: float) -> None:
-        self._protocol = protocol
-        self._seconds = seconds
-        self._timer: asyncio.TimerHandle | None = None
-        self._partial = False
-
-    def arm(self, *, partial: bool) -> None:
-        self._partial = self._partial or partial
-        if self._timer is None:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(self._seconds, self._expired)
-
-    def disarm(self) -> None:
-        self._partial = False
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def after_data(self, cycle_before: Any) -> None:
-        cycle: Any = self._protocol.cycle
-        if cycle is not cycle_before and cycle is not None:
-            self.disarm()  # a new request's headers are complete
-        elif cycle is None or cycle.response_complete:
-            self.arm(partial=True)  # between requests: part of a next one arrived
-
-    def _expired(self) -> None:
-        self._timer = None
-        transport = self._protocol.transport
-        if transport is None or transport.is_closing():
-            return
-        cycle = self._protocol.cycle
-        if cycle is not None and not cycle.response_complete:
-            return  # headers arrived; the request is being served
-        if self._partial:
-            transport.write(_REQUEST_TIMEOUT)
-        transport.close()
-
-
-def header_timeout(config: uvicorn.Config) -> float:
-    value = getattr(config, "header_timeout", DEFAULT_HEADER_TIMEOUT)
-    return float(value)
-
-
-class H11WithHeaderDeadline(H11Protocol):
-    """uvicorn's h11 protocol with the header deadline and the JSON 400."""
-
-    def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
-        super().__init__(config, *args, **kwargs)
-        self._deadline = HeaderDeadline(self, header_timeout(config))
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self._deadline.arm(partial=False)
-
-    def data_received(self, data: bytes) -> None:
-        before = self.cycle
-        super().data_received(data)
-        self._deadline.after_data(before)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._deadline.disarm()
-        super().connection_lost(exc)
-
-    def send_400_response(self, msg: str) -> None:
-        send_bad_request(self.transport)
-
-
-def send_bad_request(transport: asyncio.Transport) -> None:
-    """Answer a request the HTTP parser refused with the gateway's JSON 400, and close."""
-    if not transport.is_closing():
-        transport.write(_BAD_REQUEST)
-        transport.close()
-
-
 def _protocol_class() -> type[asyncio.Protocol]:
     try:
-        from toolwire.server._httptools_protocol import HttpToolsWithHeaderDeadline
+        from toolwire.server.http._httptools_protocol import HttpToolsWithHeaderDeadline
     except ImportError:  # httptools is optional; uvicorn falls back to h11 the same way
         return H11WithHeaderDeadline
     return HttpToolsWithHeaderDeadline

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from toolwire.models.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
-from toolwire.server.config import Dialect, LimitsConfig
-from toolwire.server.errors import GatewayError
+from toolwire.server.configuration.config import Dialect, LimitsConfig
+from toolwire.server.http.errors import GatewayError
 from toolwire.server.protocols.responses.items import Input, parse_input
 from toolwire.server.protocols.responses.request import ResponsesRequest, parse_responses_request
 from toolwire.tools.call import ToolCall

@@ -26,7 +26,7 @@ from fakes.openai_server import FakeOpenAIServer, completion, delta, sse, tool_c
 from fakes.processes import alive
 from toolwire.server import ConfigError, create_app, parse_config
 
-SERVER = Path(__file__).parents[1] / "tools" / "mcp_test_server.py"
+SERVER = Path(__file__).parents[3] / "tools" / "mcp_test_server.py"
 OPS, DEV = "tw-ops-key", "tw-dev-key"
 
 

@@ -23,7 +23,7 @@ from server_support import config_with
 from toolwire.server import create_app
 
 OPS, DEV, BOB = "tw-mcp-ops", "tw-mcp-dev", "tw-mcp-bob"
-GATEWAY_TOOLS = str(Path(__file__).with_name("gateway_tools.py"))
+GATEWAY_TOOLS = str(Path(__file__).parents[2] / "gateway_tools.py")
 
 
 def _digest(key: str) -> str:

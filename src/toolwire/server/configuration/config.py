@@ -1,7 +1,7 @@
 """The gateway's configuration (`toolwire.yaml`) as pydantic models.
 
 Structure and types are checked here; loading from YAML, locating problems in the file
-and the checks that need several fields at once live in `toolwire.server.loader`.
+and the checks that need several fields at once live in `toolwire.server.configuration.loader`.
 Secrets are never part of the configuration: the upstream key and gateway keys given as
 environment variables are read when the gateway starts, and gateway keys written in the
 file are SHA-256 hashes.

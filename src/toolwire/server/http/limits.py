@@ -30,8 +30,8 @@ import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolwire.server.auth import Keyring, bearer_token
-from toolwire.server.config import LimitsConfig, McpEndpointConfig
-from toolwire.server.errors import GatewayError
+from toolwire.server.configuration.config import LimitsConfig, McpEndpointConfig
+from toolwire.server.http.errors import GatewayError
 
 __all__ = ["Budget", "InFlightLimit", "Streams", "body_cost", "refusal_body"]
 

@@ -39,7 +39,7 @@ HOLD_SECONDS: Final = 2.0
 
 @pytest.fixture
 def upstream() -> Iterator[str]:
-    script = Path(__file__).parent.parent / "fakes" / "slow_upstream.py"
+    script = Path(__file__).parents[2] / "fakes" / "slow_upstream.py"
     proc = subprocess.Popen(
         [sys.executable, str(script), str(HOLD_SECONDS)], stdout=subprocess.PIPE, text=True
     )

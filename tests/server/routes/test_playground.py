@@ -20,7 +20,7 @@ from server_support import config_with
 from toolwire.server import create_app
 
 CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).parents[2] / "test-artifacts"
+ARTIFACTS = Path(__file__).parents[3] / "test-artifacts"
 
 
 def _config(**extra: Any) -> Any:

@@ -5,7 +5,7 @@ toolwire.yaml:7: upstream.tool_calls: unknown tool-call format 'hermez'; use 'au
 toolwire.yaml:15: keys[0]: give exactly one of 'sha256' (the key's hex digest) or 'env'
 ```
 
-Structure and types come from the pydantic models in `toolwire.server.config`; the
+Structure and types come from the pydantic models in `toolwire.server.configuration.config`; the
 checks that involve several fields (a route for every upstream kind, unique key names,
 endpoint placeholders) run here on each section that is valid on its own, so one run
 reports everything it can.
@@ -24,7 +24,7 @@ from typing import Any, Final, Literal, Union, cast, get_args, get_origin
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from toolwire.server.config import GatewayConfig, KeyConfig, parse_tool_calls
+from toolwire.server.configuration.config import GatewayConfig, KeyConfig, parse_tool_calls
 from toolwire.tools.http import endpoint_problem
 
 __all__ = [

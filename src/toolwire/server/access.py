@@ -25,7 +25,7 @@ from typing import Final
 
 from toolwire.server.auth import Keyring
 from toolwire.server.caller import Caller
-from toolwire.server.errors import GatewayError
+from toolwire.server.http.errors import GatewayError
 from toolwire.store.base import ApprovalRecord, ApprovalStatus, AuditRecord, RunRecord, Store
 from toolwire.tools import ToolContext
 

@@ -22,7 +22,7 @@ from server_support import config_with
 from fakes.openai_server import FakeOpenAIServer, completion, tool_call
 from store_backends import shared_store_url
 from toolwire.server import create_app
-from toolwire.server.loader import parse_config
+from toolwire.server.configuration.loader import parse_config
 
 MODEL = "gpt"
 SECRETS = {
@@ -353,8 +353,8 @@ def test_an_approver_on_an_open_gateway_is_a_warning() -> None:
 
 
 def test_a_module_tool_naming_no_key_stops_the_gateway() -> None:
+    from toolwire.server.configuration.loader import ConfigError
     from toolwire.server.gateway import Gateway
-    from toolwire.server.loader import ConfigError
 
     config = config_with(
         upstream={"kind": "offline"},

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolwire.models.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
-from toolwire.server.config import Dialect
-from toolwire.server.errors import GatewayError
+from toolwire.server.configuration.config import Dialect
+from toolwire.server.http.errors import GatewayError
 from toolwire.server.protocols.chat_completions.transcript import Transcript, parse_messages
 from toolwire.tools.call import ToolCall
 

@@ -17,10 +17,10 @@ from live import LiveServer
 from server_support import GatewayFactory, config_with
 
 from toolwire.server import create_app
-from toolwire.server._httptools_protocol import HttpToolsWithHeaderDeadline
 from toolwire.server.client_text import HEADER_VALUE_CAP, header_list, log_text
-from toolwire.server.json_depth import MAX_JSON_DEPTH, too_deep
-from toolwire.server.serving import GatewayServer, H11WithHeaderDeadline, ServeOptions
+from toolwire.server.http._httptools_protocol import HttpToolsWithHeaderDeadline
+from toolwire.server.http.json_depth import MAX_JSON_DEPTH, too_deep
+from toolwire.server.http.serving import GatewayServer, H11WithHeaderDeadline, ServeOptions
 
 MODEL = "toolwire-offline"
 CONFIG = config_with(store="memory")
@@ -671,7 +671,7 @@ async def test_deep_tool_call_arguments_are_refused_by_the_same_rule(
 def test_loads_text_holds_json_in_strings_to_the_rule() -> None:
     import orjson
 
-    from toolwire.server.json_depth import JsonTooDeep, loads_text, text_too_deep
+    from toolwire.server.http.json_depth import JsonTooDeep, loads_text, text_too_deep
 
     assert loads_text(nested_text(5).decode(), limit=5) == nested(5)
     with pytest.raises(JsonTooDeep):

@@ -13,9 +13,9 @@ from typing import Any, Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolwire.server.errors import GatewayError
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.responses import json_response
 from toolwire.server.protocols.anthropic_messages.wire import error_body as anthropic_body
-from toolwire.server.responses import json_response
 
 __all__ = ["CatchAll", "door_body"]
 

@@ -9,9 +9,9 @@ import pytest
 
 from toolwire.models.base import ModelSettings
 from toolwire.models.messages import AssistantMessage, ToolMessage, UserMessage
-from toolwire.server.config import Dialect, LimitsConfig
-from toolwire.server.errors import GatewayError
-from toolwire.server.protocols.chat_completions import request as chat_request
+from toolwire.server.configuration.config import Dialect, LimitsConfig
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.protocols import checks
 from toolwire.server.protocols.chat_completions.request import ChatRequest, parse_chat_request
 from toolwire.tools.call import ToolCall
 
@@ -415,10 +415,10 @@ def test_a_client_tool_may_not_take_a_server_tools_name() -> None:
 
 def test_schema_checks_are_cached_across_requests() -> None:
     schema = {"type": "object", "properties": {"cache_probe": {"type": "string"}}}
-    before = chat_request._cached_check.cache_info()
+    before = checks._cached_check.cache_info()
     for _ in range(3):
         parse(body(tools=[tool(parameters=copy.deepcopy(schema))]))
-    after = chat_request._cached_check.cache_info()
+    after = checks._cached_check.cache_info()
     assert after.misses == before.misses + 1
     assert after.hits == before.hits + 2
 

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from toolwire.server.streaming import SSEResponse
+from toolwire.server.http.streaming import SSEResponse
 
 
 class Body:

@@ -17,10 +17,10 @@ from toolwire.server import (
     parse_config,
     parse_tool_calls,
 )
+from toolwire.server.configuration.loader import environment_findings, format_path
 from toolwire.server.gateway import load_server_tools
-from toolwire.server.loader import environment_findings, format_path
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "toolwire.yaml"
+EXAMPLE = Path(__file__).parents[3] / "examples" / "toolwire.yaml"
 
 
 def problems_of(text: str) -> list[str]:

@@ -13,8 +13,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from toolwire.server.draining import SHUTDOWN_MESSAGE, Drain, drain_of
-from toolwire.server.errors import GatewayError
+from toolwire.server.http.draining import SHUTDOWN_MESSAGE, Drain, drain_of
+from toolwire.server.http.errors import GatewayError
 
 __all__ = [
     "ClientGone",

@@ -1,0 +1,1 @@
+"""The gateway's configuration: the `toolwire.yaml` model (`config`) and reading it (`loader`)."""

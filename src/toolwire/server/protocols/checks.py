@@ -1,0 +1,200 @@
+"""Request checks every front door shares: the shape of a 400 about one field, how values
+are named in its message, client tool schemas, and `tool_choice` against the tools on
+offer. Protocol-neutral: each door's reader calls them with its own field names.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Sequence
+from typing import Any, Final
+
+import jsonschema_rs
+import orjson
+
+from toolwire.models.base import ToolChoice
+from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.json_depth import MAX_JSON_DEPTH, JsonTooDeep, loads_text
+from toolwire.tools.call import ToolCall
+from toolwire.tools.tool import Tool
+
+__all__ = [
+    "as_tool_request",
+    "check_tool_choice",
+    "deep_arguments",
+    "field_error",
+    "json_type",
+    "shown",
+    "tool_parameters",
+]
+
+_KNOWN_METASCHEMAS: Final = frozenset(
+    {
+        "http://json-schema.org/draft-04/schema",
+        "http://json-schema.org/draft-06/schema",
+        "http://json-schema.org/draft-07/schema",
+        "http://json-schema.org/schema",
+        "https://json-schema.org/draft/2019-09/schema",
+        "https://json-schema.org/draft/2020-12/schema",
+    }
+)
+
+_CACHED_SCHEMA_BYTES: Final = 64 * 1024
+"""Larger tool schemas are checked every time, so the cache's memory stays bounded."""
+
+
+def field_error(param: str, message: str, *, code: str | None = None) -> GatewayError:
+    """A 400 about one request field: `param` is named in the message and the error."""
+    return GatewayError(400, f"{param}: {message}", param=param, code=code)
+
+
+def deep_arguments(where: str) -> GatewayError:
+    """The 400 for tool-call arguments that nest past the gateway's JSON depth rule."""
+    return field_error(
+        where,
+        f"the arguments nest arrays and objects more than {MAX_JSON_DEPTH} levels deep; "
+        "send flatter JSON.",
+        code="json_too_deep",
+    )
+
+
+def json_type(value: Any) -> str:
+    """How a JSON value is named in error messages: `a string`, `an array`, `null`, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def shown(value: Any) -> str:
+    """A value as quoted in an error message: a short string in quotes, else its type."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else repr(value[:40] + "…")
+    return json_type(value)
+
+
+def tool_parameters(schema: Any, where: str, name: str) -> dict[str, Any]:
+    """A client tool's `parameters` checked as a JSON Schema object (400 at `where`);
+    absent or `{}` is a tool without arguments. Shared by the front doors."""
+    if schema is None or schema == {}:
+        return {"type": "object", "properties": {}}
+    if type(schema) is not dict:
+        raise field_error(
+            where,
+            f"tool {name!r}: must be a JSON Schema object, not {json_type(schema)}.",
+            code="invalid_tool_schema",
+        )
+    problem = _schema_problem(schema)
+    if problem is not None:
+        raise field_error(where, f"tool {name!r}: {problem}", code="invalid_tool_schema")
+    kind = schema.get("type")
+    if kind is None:
+        # `{"properties": {...}}` without a type is common and unambiguous.
+        return {"type": "object", **schema}
+    if kind != "object":
+        raise field_error(
+            f"{where}.type",
+            f"tool {name!r}: the arguments are an object, so the schema's type must be "
+            f"'object', not {shown(kind)}; put the fields under 'properties'.",
+            code="invalid_tool_schema",
+        )
+    return schema
+
+
+def _schema_problem(schema: dict[str, Any]) -> str | None:
+    try:
+        serialized = orjson.dumps(schema)
+    except (orjson.JSONEncodeError, TypeError):
+        return _check_schema(schema)
+    if len(serialized) > _CACHED_SCHEMA_BYTES:
+        return _check_schema(schema)
+    return _cached_check(serialized)
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_check(serialized: bytes) -> str | None:
+    # Clients resend the same tools every turn: keyed by the serialized schema, the
+    # meta-validation runs once per distinct schema.
+    return _check_schema(orjson.loads(serialized))
+
+
+def _check_schema(schema: dict[str, Any]) -> str | None:
+    declared = schema.get("$schema")
+    if declared is not None and (
+        type(declared) is not str or declared.rstrip("#") not in _KNOWN_METASCHEMAS
+    ):
+        # An unknown metaschema would be fetched over the network by the validator.
+        return (
+            f"'$schema' is {shown(declared)}, not a JSON Schema draft this gateway "
+            "knows; omit it or use 'https://json-schema.org/draft/2020-12/schema'."
+        )
+    try:
+        jsonschema_rs.meta.validate(schema)
+    except jsonschema_rs.ValidationError as exc:
+        at = "/".join(str(p) for p in exc.instance_path) or "(root)"
+        return f"not a valid JSON Schema at {at}: {exc.message}."
+    except jsonschema_rs.ReferencingError as exc:
+        return f"not a valid JSON Schema: {exc}."
+    return None
+
+
+def check_tool_choice(
+    choice: str, tools: Sequence[Tool], server_tools: Collection[str], *, name_field: str
+) -> ToolChoice:
+    """`auto`, `none`, `required` or a tool name, checked against the tools on offer (the
+    client's and the gateway's); a 400 says what to send instead. Shared by the front
+    doors; `name_field` is where their request names a tool."""
+    if choice in ("auto", "none"):
+        return choice
+    # A client tool never shares a server tool's name (refused above), so no duplicates.
+    names = [*(tool.name for tool in tools), *server_tools]
+    if not names:
+        raise field_error(
+            "tool_choice",
+            f"{shown(choice) if choice == 'required' else 'a named function'} needs "
+            "tools, and this request has none (nor does the gateway); send 'tools' or "
+            "use 'auto'.",
+            code="invalid_tool_choice",
+        )
+    if choice != "required" and choice not in names:
+        raise field_error(
+            name_field,
+            f"{choice!r} is not one of the tools; use one of {', '.join(repr(n) for n in names)}.",
+            code="invalid_tool_choice",
+        )
+    return choice
+
+
+def as_tool_request(content: str, i: int) -> ToolCall | None:
+    """The call of a `{"tool_request": {...}}` message, or None when it is plain text."""
+    text = content.strip()
+    # Cheap checks first: almost every assistant message is prose.
+    if not (text.startswith("{") and text.endswith("}") and "tool_request" in text):
+        return None
+    try:
+        data = loads_text(text)
+    except JsonTooDeep:
+        # Its arguments are written back out (as the call's JSON text): refused like any
+        # other JSON past the gateway's depth rule.
+        raise deep_arguments(f"messages[{i}].content") from None
+    except orjson.JSONDecodeError:
+        return None
+    if type(data) is not dict or len(data) != 1:
+        return None
+    request = data.get("tool_request")
+    if type(request) is not dict:
+        return None
+    name = request.get("name")
+    arguments = request.get("arguments")
+    if type(name) is not str or not name or type(arguments) is not dict:
+        return None
+    return ToolCall(id=f"toolreq_{i}", name=name, arguments=orjson.dumps(arguments).decode())

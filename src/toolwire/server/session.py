@@ -1,0 +1,330 @@
+"""A run's life in the gateway, written once for every front door.
+
+A door reads its protocol into a `RunRequest` (or finds a stored run to resume), hands
+the session a `RunWriter` (neutral events → its wire, streamed or whole) and answers
+with what the session yields. The session owns everything in between: restoring the
+gateway's memory of its earlier steps, running or resuming the agent, waiting in an open
+stream for approval decisions (`approvals.wait_seconds`), remembering the new steps,
+finishing, and mapping failures: before the first byte to an HTTP status (the door's
+error handler answers it), after it to the protocol's last event.
+
+Nothing is sent before the run's first event, so an upstream refusing the request or a
+store that is down still gets a real status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from toolwire.agent import AgentEvent, Done, RunConflict
+from toolwire.agent.result import RunResult
+from toolwire.models import ModelError
+from toolwire.models.base import ModelSettings
+from toolwire.models.messages import Message
+from toolwire.server.access import resume_audit, run_context
+from toolwire.server.caller import Caller
+from toolwire.server.gateway import Gateway
+from toolwire.server.http.errors import GatewayError, store_error, upstream_error
+from toolwire.server.http.responses import json_response
+from toolwire.server.http.streaming import stream_response, unless_disconnected
+from toolwire.server.run_view import wait_for_decisions
+from toolwire.server.step_memory import remember_steps, restore_steps
+from toolwire.store.base import RunRecord, StoreError
+from toolwire.tools import ToolContext
+from toolwire.tools.tool import Tool
+
+__all__ = [
+    "Events",
+    "OnDone",
+    "ReadRequest",
+    "Run",
+    "RunRequest",
+    "RunWriter",
+    "Session",
+    "failure",
+    "resume",
+    "run_request",
+    "start",
+]
+
+logger = logging.getLogger("toolwire.server")
+
+Events = AsyncGenerator[AgentEvent, None]
+OnDone = Callable[[RunResult], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRequest:
+    """A new run as every door asks for it."""
+
+    door: str
+    """The door's name, kept in the run's state: a resume answers in its protocol."""
+    model: str
+    messages: tuple[Message, ...]
+    """The client's conversation; the gateway's remembered steps are put back into it."""
+    tools: tuple[Tool, ...]
+    settings: ModelSettings
+    stream: bool
+    prefix: tuple[Message, ...] = ()
+    """What the run starts with before `messages`, as is (instructions, a stored history)."""
+
+
+class ReadRequest(Protocol):
+    """What a door's reader made of a request, as far as a run needs it."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def messages(self) -> tuple[Message, ...]: ...
+
+    @property
+    def tools(self) -> tuple[Tool, ...]: ...
+
+    @property
+    def settings(self) -> ModelSettings: ...
+
+    @property
+    def stream(self) -> bool: ...
+
+
+def run_request(door: str, read: ReadRequest) -> RunRequest:
+    """The neutral request of a door whose reader already has a run's fields."""
+    return RunRequest(
+        door=door,
+        model=read.model,
+        messages=read.messages,
+        tools=read.tools,
+        settings=read.settings,
+        stream=read.stream,
+    )
+
+
+class RunWriter(Protocol):
+    """Neutral run events → one protocol's wire. Each method returns the bytes to send
+    (empty when there are none, as when not streaming)."""
+
+    @property
+    def streaming(self) -> bool: ...
+
+    def opening(self) -> bytes: ...
+
+    def event(self, event: AgentEvent) -> bytes: ...
+
+    def close(self, result: RunResult) -> bytes:
+        """What comes before the answer is kept (`Run.on_done`)."""
+        ...
+
+    def end(self, result: RunResult) -> bytes:
+        """The last bytes, once it is kept."""
+        ...
+
+    def failed(self, error: GatewayError) -> bytes:
+        """The last event of a stream that failed after it started."""
+        ...
+
+    def whole(self, result: RunResult) -> dict[str, Any]:
+        """The whole answer of a run that was not streamed."""
+        ...
+
+
+@dataclass(slots=True)
+class Run:
+    """A run's events, what keeps its result, and how a paused stream goes on."""
+
+    events: Events
+    stream: bool
+    """Whether the run streams (its answer is streamed too)."""
+    on_done: OnDone | None = None
+    resume: Callable[[str], Events] | None = None
+    """Continues the paused run by id in the same stream; set when a stream may wait for
+    approval decisions."""
+
+
+async def start(gateway: Gateway, ctx: ToolContext, req: RunRequest) -> Run:
+    """A new agent run; its steps are remembered when it hands client calls back.
+
+    Raises:
+        GatewayError: The store failed.
+    """
+    try:
+        await gateway.ready()
+        restored = await restore_steps(gateway.store, ctx.principal, req.messages)
+    except StoreError as exc:
+        raise store_error(exc) from None
+    messages = (*req.prefix, *restored)
+    agent = gateway.agents[req.model]
+    events = agent.run_stream(
+        messages,
+        ctx,
+        stream=req.stream,
+        settings=req.settings,
+        client_tools=req.tools,
+        model_id=req.model,
+        unknown_calls_to_client=gateway.config.dialect == "tool_request",
+        door=req.door,
+    )
+
+    async def remember(result: RunResult) -> None:
+        ttl = gateway.config.memory_ttl
+        await remember_steps(gateway.store, ctx.principal, result, len(messages), ttl)
+
+    def go_on(run_id: str) -> Events:
+        return agent.resume_stream(run_id, None, ctx, stream=True)
+
+    return Run(events, req.stream, remember, go_on if req.stream else None)
+
+
+async def resume(
+    gateway: Gateway, caller: Caller, record: RunRecord, *, stream: bool, not_routed: GatewayError
+) -> Run:
+    """Continue a stored run once its approvals are decided. Its tools run for whoever
+    started it, with that key's scopes; the resume is audited before anything runs.
+
+    Args:
+        not_routed: The error when the run's model is no longer routed here.
+
+    Raises:
+        GatewayError: The run cannot be resumed (409), or the store failed.
+    """
+    agent = gateway.agents.get(record.model or "")
+    if agent is None:
+        raise not_routed
+    ctx = run_context(gateway.keyring, caller, record.owner)
+    try:
+        # Before anything runs: a failed write changes nothing.
+        await gateway.store.append_audit(resume_audit(record, caller, ctx))
+    except StoreError as exc:
+        raise store_error(exc) from None
+    events = agent.resume_stream(record.id, None, ctx, stream=stream)
+    try:
+        # The claim and the decision checks happen before the first event.
+        first = await anext(events)
+    except RunConflict as exc:
+        raise GatewayError(409, str(exc), code="run_not_resumable") from None
+    except StoreError as exc:
+        raise store_error(exc) from None
+
+    async def replay() -> Events:
+        async with contextlib.aclosing(events):
+            yield first
+            async for event in events:
+                yield event
+
+    async def remember(result: RunResult) -> None:
+        # Client calls handed back after server tools ran (a turn that also asked for
+        # approval): the client's next request must find the server steps again.
+        ttl = gateway.config.memory_ttl
+        await remember_steps(gateway.store, record.owner, result, result.input_messages, ttl)
+
+    return Run(replay(), stream, remember)
+
+
+class Session:
+    """One run through one writer; keeps the run's result."""
+
+    def __init__(self, gateway: Gateway, run: Run, writer: RunWriter) -> None:
+        self.gateway = gateway
+        self.run = run
+        self.writer = writer
+        self.result: RunResult | None = None
+
+    async def respond(
+        self, request: Request, headers: dict[str, str], on_shutdown: Callable[[str], bytes]
+    ) -> Response:
+        """The HTTP answer: the stream (ended by `on_shutdown`'s event if the gateway
+        drains), or the whole answer unless the client left first."""
+        if self.writer.streaming:
+            return await stream_response(self.stream(), headers, request, on_shutdown=on_shutdown)
+        return json_response(await unless_disconnected(request, self.whole()), headers=headers)
+
+    async def whole(self) -> dict[str, Any]:
+        """The whole answer.
+
+        Raises:
+            GatewayError: The upstream or the store failed.
+        """
+        async for _ in self.stream():
+            pass
+        assert self.result is not None
+        return self.writer.whole(self.result)
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        """The answer's bytes as the run goes."""
+        gateway, run, writer = self.gateway, self.run, self.writer
+        events = run.events
+        opened = False
+        while True:
+            final: RunResult | None = None
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    if isinstance(event, Done):
+                        if event.exception is not None:
+                            error = failure(gateway, event.exception)
+                            if not (opened and writer.streaming):
+                                raise error
+                            logger.warning(
+                                "run failed mid-stream: %s", gateway.redact(event.error or "")
+                            )
+                            yield writer.failed(error)
+                            return
+                        final = event.result
+                        break
+                    chunk = b""
+                    if not opened:
+                        opened = True
+                        chunk = writer.opening()
+                    chunk += writer.event(event)
+                    if chunk:
+                        yield chunk
+            assert final is not None
+            head = b""
+            if not opened:
+                opened = True
+                head = writer.opening()
+            wait = gateway.config.approvals.wait_seconds
+            if (
+                final.status == "awaiting_approval"
+                and run.resume is not None
+                and wait > 0
+                and await wait_for_decisions(gateway, final, wait)
+            ):
+                # Decided while the client waited: go on in the same stream.
+                if head:
+                    yield head
+                events = run.resume(final.run_id)
+                continue
+            tail = head + writer.close(final)
+            if run.on_done is not None:
+                try:
+                    await run.on_done(final)
+                except StoreError as exc:
+                    error = store_error(exc)
+                    if not writer.streaming:
+                        raise error from None
+                    yield tail + writer.failed(error)
+                    return
+            self.result = final
+            yield tail + writer.end(final)
+            return
+
+
+def failure(gateway: Gateway, exc: BaseException) -> GatewayError:
+    """What a client is told of a run's failure."""
+    if isinstance(exc, ModelError):
+        return upstream_error(exc, gateway.redact)
+    if isinstance(exc, StoreError):
+        return store_error(exc)
+    if isinstance(exc, GatewayError):
+        return exc
+    logger.error("run failed", exc_info=exc)
+    return GatewayError(
+        500, "The gateway failed while running the request; see its log.", type="server_error"
+    )
