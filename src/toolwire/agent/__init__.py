@@ -1,6 +1,7 @@
 """The agent loop: model → tools → model, bounded, streamed as events."""
 
-from toolwire.agent.agent import Agent, RunConflict
+from toolwire.agent.agent import Agent
+from toolwire.agent.claim import RunConflict
 from toolwire.agent.events import (
     AgentEvent,
     ApprovalRequired,

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -14,6 +13,8 @@ from typing import Any
 import orjson
 
 from toolwire import tracing
+from toolwire.agent.claim import Resolved, RunConflict
+from toolwire.agent.claim import claim as take
 from toolwire.agent.events import (
     AgentEvent,
     ApprovalRequired,
@@ -23,9 +24,9 @@ from toolwire.agent.events import (
     ToolCallResult,
     ToolCallStart,
 )
-from toolwire.agent.journal import LEASE_SECONDS, RunJournal, new_holder
+from toolwire.agent.journal import RunJournal
 from toolwire.agent.result import PendingApproval, RunResult, Step
-from toolwire.agent.state import ApprovalDecision, Decision, RunState, decision_of
+from toolwire.agent.state import Decision, RunState
 from toolwire.models import ModelContentDelta, ModelReasoningDelta
 from toolwire.models.base import Model, ModelError, ModelResponse, ModelSettings
 from toolwire.models.messages import (
@@ -38,9 +39,6 @@ from toolwire.models.messages import (
 from toolwire.runner import Approver, Policy, ToolRunner
 from toolwire.runner.audit import Grant, redact_arguments_json
 from toolwire.store.base import (
-    ApprovalRecord,
-    ApprovalStatus,
-    RunRecord,
     Store,
     StoreError,
     arguments_hash,
@@ -53,11 +51,6 @@ from toolwire.tools.tool import Tool
 from toolwire.tools.toolbox import Toolbox
 
 __all__ = ["Agent", "RunConflict", "RunInterrupted"]
-
-
-class RunConflict(Exception):
-    """The run cannot be resumed: it is not waiting (already resumed, finished, unknown),
-    or a decision is missing. The message says which and what to do."""
 
 
 class RunInterrupted(StoreError):
@@ -276,7 +269,7 @@ class Agent:
         Raises:
             RunConflict: Before the first event, as in `resume`.
         """
-        claim = await self._claim(run, decisions or {})
+        claim = await take(self.store, run, decisions or {})
         state, record = claim.state, claim.record
         ctx = ctx if ctx is not None else ToolContext()
         ctx.run_id = state.run_id
@@ -511,134 +504,10 @@ class Agent:
             yield ToolCallResult(result=refused)
             state.messages.append(_tool_message(call, refused))
 
-    async def _claim(
-        self, run: str | RunState | RunResult, decisions: Mapping[str, Decision]
-    ) -> _Claim:
-        """Take the run to resume, with a decision for each of its pending calls.
-
-        With a store, the stored run and approvals are the truth: taking the run, using
-        its approved approvals and writing the decisions passed in are one atomic write,
-        made only once every call is decided. A resume refused for any reason (a decision
-        missing, another resume first) has written nothing.
-        """
-        if isinstance(run, RunResult):
-            if run.state is None:
-                raise RunConflict(
-                    f"Run {run.run_id!r} ended with status {run.status!r}; only a run "
-                    "waiting for approvals can be resumed."
-                )
-            run = run.state
-        given: RunState | None = None
-        if isinstance(run, RunState):
-            if run.status != "awaiting_approval":
-                raise RunConflict(
-                    f"Run {run.run_id!r} has status {run.status!r}; only a run waiting "
-                    "for approvals can be resumed."
-                )
-            given, run_id = run, run.run_id
-        else:
-            run_id = run
-        if self.store is None:
-            if given is None:
-                raise RunConflict(
-                    "Resuming by run id needs a store: create the Agent with store=..., or "
-                    "pass the RunResult (or its state) instead."
-                )
-            return _resume_in_process(given, decisions)
-        for _ in range(_CLAIM_ATTEMPTS):
-            record = await self.store.get_run(run_id)
-            if record is None:
-                if given is not None:
-                    # A state this agent's store never held (another agent's, or one
-                    # made without a store): resumed as given, once per process.
-                    return _resume_in_process(given, decisions)
-                raise RunConflict(f"Run {run_id!r} does not exist (or has expired).")
-            if record.status != "awaiting_approval":
-                raise RunConflict(
-                    f"Run {run_id!r} has status {record.status!r}; only a run waiting for "
-                    "approvals can be resumed (was it resumed already?)."
-                )
-            state = RunState.from_json(record.state)
-            if given is not None and _bindings(given) != _bindings(state):
-                raise RunConflict(
-                    f"The state given for run {run_id!r} does not match the stored run (its "
-                    "pending calls, arguments or approvals differ); resume by run id, or "
-                    "with the state the run ended with."
-                )
-            resolved, updates = await self._decide_all(state, decisions)
-            holder = new_holder()
-            now = time.time()
-            taken = replace(
-                record,
-                status="running",
-                updated_at=now,
-                lease_until=now + LEASE_SECONDS,
-                holder=holder,
-            )
-            if await self.store.transition_run(
-                run_id,
-                expect=("awaiting_approval",),
-                version=record.version,
-                run=taken,
-                approvals=updates,
-            ):
-                return _Claim(state=state, record=record, resolved=resolved, holder=holder)
-            # Lost a race: another resume took the run, or an approval changed meanwhile
-            # (decided, expired, used). Read again and decide on what is stored now.
-        raise RunConflict(f"Run {run_id!r} is being resumed by another request.")
-
-    async def _decide_all(
-        self, state: RunState, decisions: Mapping[str, Decision]
-    ) -> tuple[list[_Resolved], list[tuple[ApprovalRecord, tuple[ApprovalStatus, ...]]]]:
-        """Each pending call with its approval and decision, and the approval writes that
-        go with taking the run; raises `RunConflict` when a call has no decision."""
-        assert self.store is not None
-        by_call = {a.call_id: a for a in state.approvals}
-        resolved: list[_Resolved] = []
-        updates: list[tuple[ApprovalRecord, tuple[ApprovalStatus, ...]]] = []
-        undecided: list[str] = []
-        now = time.time()
-        for call in state.pending_calls:
-            approval = by_call.get(call.id)
-            if approval is None:
-                raise RunConflict(f"Run {state.run_id!r} has no approval for call {call.id!r}.")
-            record = await self.store.get_approval(approval.id)
-            if record is None:
-                raise RunConflict(
-                    f"Approval {approval.id!r} of run {state.run_id!r} is not in the store "
-                    "(it expired and was deleted?); the run cannot be resumed."
-                )
-            if (record.run_id, record.call_id, record.tool, record.arguments_hash) != (
-                state.run_id,
-                call.id,
-                approval.tool,
-                approval.arguments_hash,
-            ):
-                raise RunConflict(
-                    f"Approval {record.id!r} is not bound to call {call.id!r} of run "
-                    f"{state.run_id!r} as stored; the run cannot be resumed."
-                )
-            given = decisions.get(approval.id, decisions.get(call.id))
-            decision, update = _settle(
-                record, decision_of(given) if given is not None else None, now
-            )
-            if decision is None:
-                undecided.append(approval.id)
-                continue
-            if update is not None:
-                updates.append(update)
-            resolved.append((call, approval, decision))
-        if undecided:
-            raise RunConflict(
-                f"Run {state.run_id!r} still waits for a decision on approval(s) "
-                f"{', '.join(undecided)}; approve or deny them first."
-            )
-        return resolved, updates
-
     async def _continue(
         self,
         run: _Run,
-        resolved: list[_Resolved],
+        resolved: list[Resolved],
         stream: bool,
     ) -> AsyncGenerator[AgentEvent, None]:
         """Run (or deny) the decided calls, then go on with the loop."""
@@ -766,110 +635,6 @@ class Agent:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         yield results
-
-
-_Resolved = tuple[ToolCall, PendingApproval, ApprovalDecision]
-
-_CLAIM_ATTEMPTS = 3
-"""Reads of a stored run before a resume that keeps losing races gives up (409)."""
-
-
-@dataclass(slots=True, kw_only=True)
-class _Claim:
-    """A run taken for a resume: its state, each pending call's decision, and the claim's
-    holder (`None` without a store)."""
-
-    state: RunState
-    record: RunRecord | None
-    resolved: list[_Resolved]
-    holder: str | None = None
-
-
-def _settle(
-    record: ApprovalRecord, given: ApprovalDecision | None, now: float
-) -> tuple[ApprovalDecision | None, tuple[ApprovalRecord, tuple[ApprovalStatus, ...]] | None]:
-    """A stored approval's decision, and the write that goes with running it: an
-    approval is used exactly once, in the same write that takes the run."""
-    status = record.effective_status(now)
-    if status == "pending" and given is not None:
-        decided = replace(
-            record,
-            status="used" if given.approve else "denied",
-            decided_by=given.decided_by,
-            decided_at=given.decided_at or now,
-            decision_reason=given.reason,
-            used_at=now if given.approve else None,
-        )
-        return given, (decided, ("pending",))
-    if status == "approved":
-        used = replace(record, status="used", used_at=now)
-        decision = ApprovalDecision(
-            approve=True, decided_by=record.decided_by, decided_at=record.decided_at
-        )
-        return decision, (used, ("approved",))
-    if status == "denied":
-        decision = ApprovalDecision(
-            approve=False,
-            reason=record.decision_reason,
-            decided_by=record.decided_by,
-            decided_at=record.decided_at,
-        )
-        return decision, None
-    if status == "expired":
-        return ApprovalDecision(
-            approve=False, reason="the approval expired before a decision"
-        ), None
-    if status == "used":
-        return ApprovalDecision(approve=False, reason="the approval was already used"), None
-    return None, None
-
-
-def _bindings(state: RunState) -> list[tuple[str, ...]]:
-    """What a run's approvals are bound to: each pending call as the model made it, and
-    each approval's call, tool and arguments hash."""
-    calls = [(c.id, c.name, c.arguments) for c in state.pending_calls]
-    return [*calls, *((a.id, a.call_id, a.tool, a.arguments_hash) for a in state.approvals)]
-
-
-_RESUMED_IN_PROCESS: OrderedDict[str, None] = OrderedDict()
-_RESUMED_KEPT = 100_000
-"""Without a store, the states resumed in this process (by run id and approval ids), so
-that one state is not resumed twice here: the bound on how many are remembered."""
-
-
-def _resume_in_process(given: RunState, decisions: Mapping[str, Decision]) -> _Claim:
-    """Resume a state without a store: decisions come only from the caller, and each
-    state's approvals are used once in this process (another process cannot know)."""
-    state = RunState.from_json(given.to_json())
-    by_call = {a.call_id: a for a in state.approvals}
-    resolved: list[_Resolved] = []
-    undecided: list[str] = []
-    for call in state.pending_calls:
-        approval = by_call.get(call.id)
-        if approval is None:
-            raise RunConflict(f"Run {state.run_id!r} has no approval for call {call.id!r}.")
-        # The arguments are checked when the call runs: only a call whose validated
-        # arguments hash to the approved hash runs (`_exact`).
-        given_decision = decisions.get(approval.id, decisions.get(call.id))
-        if given_decision is None:
-            undecided.append(approval.id)
-            continue
-        resolved.append((call, approval, decision_of(given_decision)))
-    if undecided:
-        raise RunConflict(
-            f"Run {state.run_id!r} still waits for a decision on approval(s) "
-            f"{', '.join(undecided)}; approve or deny them first."
-        )
-    key = ":".join([state.run_id, *sorted(a.id for a in state.approvals)])
-    if key in _RESUMED_IN_PROCESS:
-        raise RunConflict(
-            f"Run {state.run_id!r} was resumed from this state already; its approvals are "
-            "used. A run is resumed once (with a store, by its id)."
-        )
-    _RESUMED_IN_PROCESS[key] = None
-    while len(_RESUMED_IN_PROCESS) > _RESUMED_KEPT:
-        _RESUMED_IN_PROCESS.popitem(last=False)
-    return _Claim(state=state, record=None, resolved=resolved)
 
 
 @dataclass(slots=True, kw_only=True)
