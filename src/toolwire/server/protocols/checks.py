@@ -6,6 +6,7 @@ offer. Protocol-neutral: each door's reader calls them with its own field names.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Collection, Sequence
 from typing import Any, Final
 
@@ -24,9 +25,16 @@ __all__ = [
     "deep_arguments",
     "field_error",
     "json_type",
+    "optional_boolean",
+    "optional_string",
     "shown",
+    "tool_array",
+    "tool_name",
+    "tool_object",
     "tool_parameters",
 ]
+
+_TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 _KNOWN_METASCHEMAS: Final = frozenset(
     {
@@ -80,6 +88,79 @@ def shown(value: Any) -> str:
     if isinstance(value, str):
         return repr(value) if len(value) <= 40 else repr(value[:40] + "…")
     return json_type(value)
+
+
+def optional_string(value: Any, where: str) -> str | None:
+    """An optional string field: absent (None) or a string, else a 400 at `where`."""
+    if value is not None and type(value) is not str:
+        raise field_error(where, f"must be a string, not {json_type(value)}.")
+    return value
+
+
+def optional_boolean(value: Any, where: str) -> bool | None:
+    """An optional boolean field: absent (None) or a boolean, else a 400 at `where`."""
+    if value is not None and type(value) is not bool:
+        raise field_error(where, f"must be a boolean, not {json_type(value)}.")
+    return value
+
+
+def tool_array(raw: Any, max_tools: int) -> list[Any]:
+    """A request's `tools`: absent is none; else an array of at most `max_tools` entries
+    (each entry is the door's to read)."""
+    if raw is None:
+        return []
+    if type(raw) is not list:
+        raise field_error("tools", f"must be an array of tools, not {json_type(raw)}.")
+    if len(raw) > max_tools:
+        raise field_error(
+            "tools",
+            f"{len(raw)} tools is more than this gateway's limit of {max_tools} "
+            "(limits.max_tools in its config); send only the tools this turn needs.",
+            code="too_many_tools",
+        )
+    return raw
+
+
+def tool_object(entry: Any, where: str) -> dict[str, Any]:
+    """One entry of `tools`, which must be an object (a 400 at `where`)."""
+    if type(entry) is not dict:
+        raise field_error(where, f"must be a tool object, not {json_type(entry)}.")
+    return entry
+
+
+def tool_name(
+    name: Any,
+    where: str,
+    tool: str,
+    seen: dict[str, str],
+    server_tools: Collection[str],
+    *,
+    coded: bool = True,
+) -> str:
+    """A client tool's name, 400 at `where` unless it is a valid name, new in this request
+    and not a gateway tool's; `seen` maps the names so far to their tool's path (`tool` is
+    this one's), and gains this one. `coded`: the errors carry the OpenAI doors' codes."""
+    if type(name) is not str or not _TOOL_NAME.fullmatch(name):
+        raise field_error(
+            where,
+            f"a tool name is 1 to 64 letters, digits, '_' or '-'; got {shown(name)}.",
+            code="invalid_tool_name" if coded else None,
+        )
+    if name in seen:
+        raise field_error(
+            where,
+            f"{seen[name]} already has the name {name!r}; give each tool its own name.",
+            code="duplicate_tool_name" if coded else None,
+        )
+    if name in server_tools:
+        raise field_error(
+            where,
+            f"{name!r} clashes with a gateway tool of the same name, which this "
+            "gateway runs itself; rename your tool.",
+            code="tool_name_clash" if coded else None,
+        )
+    seen[name] = tool
+    return name
 
 
 def tool_parameters(schema: Any, where: str, name: str) -> dict[str, Any]:

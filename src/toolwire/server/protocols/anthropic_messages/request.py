@@ -12,7 +12,6 @@ the upstreams behind the gateway. The handler names them in a response header.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -25,13 +24,19 @@ from toolwire.server.configuration.config import LimitsConfig
 from toolwire.server.http.requests import validate_body
 from toolwire.server.protocols.anthropic_messages.transcript import parse_transcript
 from toolwire.server.protocols.checks import field_error as _bad
-from toolwire.server.protocols.checks import json_type, tool_parameters
+from toolwire.server.protocols.checks import (
+    json_type,
+    optional_string,
+    tool_array,
+    tool_name,
+    tool_object,
+    tool_parameters,
+)
 from toolwire.server.protocols.checks import shown as _shown
 from toolwire.tools.tool import Tool
 
 __all__ = ["MessagesRequest", "parse_messages_request"]
 
-_TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _CHOICES: Final = ("auto", "any", "tool", "none")
 
 
@@ -170,23 +175,11 @@ def _extra(body: _Body) -> dict[str, Any]:
 
 
 def _tools(raw: Any, max_tools: int, server_tools: Collection[str]) -> tuple[Tool, ...]:
-    if raw is None:
-        return ()
-    if type(raw) is not list:
-        raise _bad("tools", f"must be an array of tools, not {json_type(raw)}.")
-    if len(raw) > max_tools:
-        raise _bad(
-            "tools",
-            f"{len(raw)} tools is more than this gateway's limit of {max_tools} "
-            "(limits.max_tools in its config); send only the tools this turn needs.",
-            code="too_many_tools",
-        )
     tools: list[Tool] = []
-    seen: dict[str, int] = {}
-    for n, entry in enumerate(raw):
+    seen: dict[str, str] = {}
+    for n, raw_entry in enumerate(tool_array(raw, max_tools)):
         where = f"tools.{n}"
-        if type(entry) is not dict:
-            raise _bad(where, f"must be a tool object, not {json_type(entry)}.")
+        entry = tool_object(raw_entry, where)
         kind = entry.get("type", "custom")
         if kind != "custom":
             raise _bad(
@@ -195,27 +188,8 @@ def _tools(raw: Any, max_tools: int, server_tools: Collection[str]) -> tuple[Too
                 'does not run; declare client tools as {"name": ..., "description": ..., '
                 '"input_schema": {...}} (the gateway runs its own server tools itself).',
             )
-        name = entry.get("name")
-        if type(name) is not str or not _TOOL_NAME.fullmatch(name):
-            raise _bad(
-                f"{where}.name",
-                f"a tool name is 1 to 64 letters, digits, '_' or '-'; got {_shown(name)}.",
-            )
-        if name in seen:
-            raise _bad(
-                f"{where}.name",
-                f"tools.{seen[name]} already has the name {name!r}; give each tool its own name.",
-            )
-        if name in server_tools:
-            raise _bad(
-                f"{where}.name",
-                f"{name!r} clashes with a gateway tool of the same name, which this "
-                "gateway runs itself; rename your tool.",
-            )
-        seen[name] = n
-        description = entry.get("description")
-        if description is not None and type(description) is not str:
-            raise _bad(f"{where}.description", f"must be a string, not {json_type(description)}.")
+        name = tool_name(entry.get("name"), f"{where}.name", where, seen, server_tools, coded=False)
+        description = optional_string(entry.get("description"), f"{where}.description")
         schema = _input_schema(entry.get("input_schema"), f"{where}.input_schema", name)
         tools.append(Tool(name=name, description=description or "", input_schema=schema))
     return tuple(tools)

@@ -9,7 +9,6 @@ than pydantic's union errors.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -21,14 +20,22 @@ from toolwire.models.messages import Message
 from toolwire.server.configuration.config import Dialect, LimitsConfig
 from toolwire.server.http.requests import validate_body
 from toolwire.server.protocols.chat_completions.transcript import parse_messages
-from toolwire.server.protocols.checks import check_tool_choice, json_type, tool_parameters
+from toolwire.server.protocols.checks import (
+    check_tool_choice,
+    json_type,
+    optional_boolean,
+    optional_string,
+    tool_array,
+    tool_name,
+    tool_object,
+    tool_parameters,
+)
 from toolwire.server.protocols.checks import field_error as _bad
 from toolwire.server.protocols.checks import shown as _shown
 from toolwire.tools.tool import Tool
 
 __all__ = ["ChatRequest", "parse_chat_request"]
 
-_TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _TOOL_CHOICES: Final = ("auto", "none", "required")
 _CONSUMED: Final = frozenset(
     {
@@ -213,23 +220,11 @@ def _refuse_legacy(data: dict[str, Any]) -> None:
 
 
 def _tools(raw: Any, max_tools: int, server_tools: Collection[str]) -> tuple[Tool, ...]:
-    if raw is None:
-        return ()
-    if type(raw) is not list:
-        raise _bad("tools", f"must be an array of tools, not {json_type(raw)}.")
-    if len(raw) > max_tools:
-        raise _bad(
-            "tools",
-            f"{len(raw)} tools is more than this gateway's limit of {max_tools} "
-            "(limits.max_tools in its config); send only the tools this turn needs.",
-            code="too_many_tools",
-        )
     tools: list[Tool] = []
-    seen: dict[str, int] = {}
-    for n, entry in enumerate(raw):
+    seen: dict[str, str] = {}
+    for n, raw_entry in enumerate(tool_array(raw, max_tools)):
         where = f"tools[{n}]"
-        if type(entry) is not dict:
-            raise _bad(where, f"must be a tool object, not {json_type(entry)}.")
+        entry = tool_object(raw_entry, where)
         kind = entry.get("type")
         if kind != "function":
             raise _bad(
@@ -245,36 +240,9 @@ def _tools(raw: Any, max_tools: int, server_tools: Collection[str]) -> tuple[Too
                 'must be an object {"name": ..., "description": ..., "parameters": {...}}, '
                 f"not {json_type(function)}.",
             )
-        name = function.get("name")
-        if type(name) is not str or not _TOOL_NAME.fullmatch(name):
-            raise _bad(
-                f"{where}.function.name",
-                f"a tool name is 1 to 64 letters, digits, '_' or '-'; got {_shown(name)}.",
-                code="invalid_tool_name",
-            )
-        if name in seen:
-            raise _bad(
-                f"{where}.function.name",
-                f"tools[{seen[name]}] already has the name {name!r}; give each tool its own name.",
-                code="duplicate_tool_name",
-            )
-        if name in server_tools:
-            raise _bad(
-                f"{where}.function.name",
-                f"{name!r} clashes with a gateway tool of the same name, which this "
-                "gateway runs itself; rename your tool.",
-                code="tool_name_clash",
-            )
-        seen[name] = n
-        description = function.get("description")
-        if description is not None and type(description) is not str:
-            raise _bad(
-                f"{where}.function.description",
-                f"must be a string, not {json_type(description)}.",
-            )
-        strict = function.get("strict")
-        if strict is not None and type(strict) is not bool:
-            raise _bad(f"{where}.function.strict", f"must be a boolean, not {json_type(strict)}.")
+        name = tool_name(function.get("name"), f"{where}.function.name", where, seen, server_tools)
+        description = optional_string(function.get("description"), f"{where}.function.description")
+        strict = optional_boolean(function.get("strict"), f"{where}.function.strict")
         parameters = tool_parameters(
             function.get("parameters"), f"{where}.function.parameters", name
         )

@@ -15,7 +15,6 @@ ignored, so clients that always send them work unchanged.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -29,14 +28,18 @@ from toolwire.server.protocols.checks import (
     check_tool_choice,
     field_error,
     json_type,
+    optional_boolean,
+    optional_string,
     shown,
+    tool_array,
+    tool_name,
+    tool_object,
     tool_parameters,
 )
 from toolwire.tools.tool import Tool
 
 __all__ = ["ResponsesRequest", "parse_responses_request"]
 
-_TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _TOOL_CHOICES: Final = ("auto", "none", "required")
 _UNSUPPORTED: Final = {
     "background": "background responses are not supported; send the request without "
@@ -229,24 +232,12 @@ def _tools(
     raw: Any, max_tools: int, server_tools: Collection[str]
 ) -> tuple[tuple[Tool, ...], list[dict[str, Any]]]:
     """The client's function tools, and each as the response object repeats it."""
-    if raw is None:
-        return (), []
-    if type(raw) is not list:
-        raise field_error("tools", f"must be an array of tools, not {json_type(raw)}.")
-    if len(raw) > max_tools:
-        raise field_error(
-            "tools",
-            f"{len(raw)} tools is more than this gateway's limit of {max_tools} "
-            "(limits.max_tools in its config); send only the tools this turn needs.",
-            code="too_many_tools",
-        )
     tools: list[Tool] = []
     echo: list[dict[str, Any]] = []
-    seen: dict[str, int] = {}
-    for n, entry in enumerate(raw):
+    seen: dict[str, str] = {}
+    for n, raw_entry in enumerate(tool_array(raw, max_tools)):
         where = f"tools[{n}]"
-        if type(entry) is not dict:
-            raise field_error(where, f"must be a tool object, not {json_type(entry)}.")
+        entry = tool_object(raw_entry, where)
         kind = entry.get("type")
         if kind != "function":
             raise field_error(
@@ -256,35 +247,9 @@ def _tools(
                 f"{shown(kind)}.",
                 code="unsupported_tool_type",
             )
-        name = entry.get("name")
-        if type(name) is not str or not _TOOL_NAME.fullmatch(name):
-            raise field_error(
-                f"{where}.name",
-                f"a tool name is 1 to 64 letters, digits, '_' or '-'; got {shown(name)}.",
-                code="invalid_tool_name",
-            )
-        if name in seen:
-            raise field_error(
-                f"{where}.name",
-                f"tools[{seen[name]}] already has the name {name!r}; give each tool its own name.",
-                code="duplicate_tool_name",
-            )
-        if name in server_tools:
-            raise field_error(
-                f"{where}.name",
-                f"{name!r} clashes with a gateway tool of the same name, which this "
-                "gateway runs itself; rename your tool.",
-                code="tool_name_clash",
-            )
-        seen[name] = n
-        description = entry.get("description")
-        if description is not None and type(description) is not str:
-            raise field_error(
-                f"{where}.description", f"must be a string, not {json_type(description)}."
-            )
-        strict = entry.get("strict")
-        if strict is not None and type(strict) is not bool:
-            raise field_error(f"{where}.strict", f"must be a boolean, not {json_type(strict)}.")
+        name = tool_name(entry.get("name"), f"{where}.name", where, seen, server_tools)
+        description = optional_string(entry.get("description"), f"{where}.description")
+        strict = optional_boolean(entry.get("strict"), f"{where}.strict")
         parameters = tool_parameters(entry.get("parameters"), f"{where}.parameters", name)
         tools.append(
             Tool(name=name, description=description or "", input_schema=parameters, strict=strict)
