@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 import jsonschema_rs
@@ -27,7 +27,9 @@ __all__ = [
     "json_type",
     "optional_boolean",
     "optional_string",
+    "part_text",
     "shown",
+    "text_content",
     "tool_array",
     "tool_name",
     "tool_object",
@@ -253,6 +255,41 @@ def check_tool_choice(
             code="invalid_tool_choice",
         )
     return choice
+
+
+def part_text(part: Mapping[str, Any], where: str, *, noun: str = "part") -> str:
+    """The `text` of a text content part (`noun`: what the door calls a part), which must
+    be a string (a 400 at `{where}.text`)."""
+    text = part.get("text")
+    if type(text) is not str:
+        raise field_error(
+            f"{where}.text", f"a text {noun} needs 'text', a string; got {shown(text)}."
+        )
+    return text
+
+
+def text_content(item: Mapping[str, Any], where: str, role: str, *, part_type: str) -> str:
+    """A message's `content` as text: a string, or an array of `part_type` parts joined
+    by newlines; anything else is a 400 under `where` (the message's path)."""
+    content = item.get("content")
+    if type(content) is str:
+        return content
+    if type(content) is list:
+        texts = []
+        for n, part in enumerate(content):
+            if type(part) is not dict or part.get("type") != part_type:
+                raise field_error(
+                    f"{where}.content[{n}]",
+                    f"a {role} message takes only text parts "
+                    f'{{"type": "{part_type}", "text": ...}}; got {shown(part)}.',
+                )
+            texts.append(part_text(part, f"{where}.content[{n}]"))
+        return "\n".join(texts)
+    raise field_error(
+        f"{where}.content",
+        f"a {role} message needs 'content': a string or an array of {part_type} parts, "
+        f"not {json_type(content)}.",
+    )
 
 
 def as_tool_request(content: str, i: int) -> ToolCall | None:

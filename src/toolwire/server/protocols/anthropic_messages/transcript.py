@@ -28,7 +28,7 @@ from toolwire.models.messages import (
     UserMessage,
 )
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.protocols.checks import field_error, json_type, shown
+from toolwire.server.protocols.checks import field_error, json_type, part_text, shown
 from toolwire.tools.call import ToolCall
 
 __all__ = ["Transcript", "parse_system", "parse_transcript"]
@@ -64,7 +64,7 @@ def parse_system(raw: Any) -> SystemMessage | None:
                 f"system.{n}",
                 f'a system block must be {{"type": "text", "text": ...}}; got {_kind(block)}.',
             )
-        texts.append(_text(block, f"system.{n}"))
+        texts.append(part_text(block, f"system.{n}", noun="block"))
     text = "\n\n".join(t for t in texts if t)
     return SystemMessage(content=text) if text else None
 
@@ -183,7 +183,7 @@ def _assistant(blocks: list[dict[str, Any]], i: int) -> AssistantMessage:
         where = f"messages.{i}.content.{n}"
         kind = block["type"]
         if kind == "text":
-            texts.append(_text(block, where))
+            texts.append(part_text(block, where, noun="block"))
         elif kind == "tool_use":
             calls.append(_tool_use(block, where, calls))
         elif kind not in ("thinking", "redacted_thinking"):
@@ -230,7 +230,7 @@ def _user(rest: list[tuple[int, dict[str, Any]]], i: int) -> UserMessage:
         where = f"messages.{i}.content.{n}"
         kind = block["type"]
         if kind == "text":
-            text = _text(block, where)
+            text = part_text(block, where, noun="block")
             texts.append(text)
             parts.append({"type": "text", "text": text})
         elif kind == "image":
@@ -274,17 +274,8 @@ def _result_content(block: dict[str, Any], where: str) -> tuple[str, bool]:
                 "this gateway passes tool results to the model as text: send "
                 f'{{"type": "text", "text": ...}} blocks (got {_kind(part)}).',
             )
-        texts.append(_text(part, f"{where}.content.{n}"))
+        texts.append(part_text(part, f"{where}.content.{n}", noun="block"))
     return "\n".join(texts), is_error
-
-
-def _text(block: Mapping[str, Any], where: str) -> str:
-    text = block.get("text")
-    if type(text) is not str:
-        raise field_error(
-            f"{where}.text", f"a text block needs 'text', a string; got {shown(text)}."
-        )
-    return text
 
 
 def _image_url(block: Mapping[str, Any], where: str) -> str:

@@ -37,7 +37,9 @@ from toolwire.server.protocols.checks import (
     deep_arguments,
     field_error,
     json_type,
+    part_text,
     shown,
+    text_content,
 )
 from toolwire.tools.call import ToolCall
 
@@ -96,7 +98,7 @@ def parse_messages(
             else:
                 key = _result_name(item, i)
                 call = _pop_by_name(pending, key)
-            content = _text_content(item, i, role)
+            content = text_content(item, f"messages[{i}]", role, part_type="text")
             if call is None:
                 if strict_tool_results:
                     raise _orphan(i, role, key, opened_by, made_by, answered_by)
@@ -118,7 +120,9 @@ def parse_messages(
                     made_by[call.id] = i
             out.append(message)
         elif role == "system" or role == "developer":
-            out.append(SystemMessage(content=_text_content(item, i, role)))
+            out.append(
+                SystemMessage(content=text_content(item, f"messages[{i}]", role, part_type="text"))
+            )
         else:
             raise _role_error(role, i, tool_request)
     if pending:
@@ -144,7 +148,7 @@ def _user(item: dict[str, Any], i: int) -> UserMessage:
         where = f"messages[{i}].content[{n}]"
         kind = part.get("type") if type(part) is dict else None
         if kind == "text":
-            texts.append(_part_text(part, where))
+            texts.append(part_text(part, where))
             continue
         if kind not in _PART_PAYLOADS:
             is_object = type(part) is dict
@@ -199,7 +203,7 @@ def _assistant_parts(content: Any, i: int) -> str:
     for n, part in enumerate(content):
         kind = part.get("type") if type(part) is dict else None
         if kind == "text":
-            texts.append(_part_text(part, f"messages[{i}].content[{n}]"))
+            texts.append(part_text(part, f"messages[{i}].content[{n}]"))
         elif kind != "refusal":
             raise field_error(
                 f"messages[{i}].content[{n}]",
@@ -265,37 +269,6 @@ def _tool_calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
             raise deep_arguments(f"{where}.function.arguments")
         calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
     return tuple(calls)
-
-
-def _text_content(item: dict[str, Any], i: int, role: str) -> str:
-    content = item.get("content")
-    if type(content) is str:
-        return content
-    if type(content) is list:
-        texts = []
-        for n, part in enumerate(content):
-            if type(part) is not dict or part.get("type") != "text":
-                raise field_error(
-                    f"messages[{i}].content[{n}]",
-                    f"a {role} message takes only text parts "
-                    f'{{"type": "text", "text": ...}}; got {shown(part)}.',
-                )
-            texts.append(_part_text(part, f"messages[{i}].content[{n}]"))
-        return "\n".join(texts)
-    raise field_error(
-        f"messages[{i}].content",
-        f"a {role} message needs 'content': a string or an array of text parts, "
-        f"not {json_type(content)}.",
-    )
-
-
-def _part_text(part: Mapping[str, Any], where: str) -> str:
-    text = part.get("text")
-    if type(text) is not str:
-        raise field_error(
-            f"{where}.text", f"a text part needs 'text', a string; got {shown(text)}."
-        )
-    return text
 
 
 def _call_id(item: dict[str, Any], i: int) -> str:

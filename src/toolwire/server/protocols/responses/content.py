@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from toolwire.models.messages import UserMessage
-from toolwire.server.protocols.checks import field_error, json_type, shown
+from toolwire.server.protocols.checks import field_error, json_type, part_text, shown, text_content
 
 __all__ = ["assistant_text", "output_text", "plain_text", "user_message"]
 
@@ -35,7 +35,7 @@ def user_message(item: dict[str, Any], where: str) -> UserMessage:
         at = f"{where}.content[{n}]"
         kind = part.get("type") if type(part) is dict else None
         if kind == "input_text":
-            text = _part_text(part, at)
+            text = part_text(part, at)
             texts.append(text)
             parts.append({"type": "text", "text": text})
         elif kind == "input_image":
@@ -98,7 +98,7 @@ def assistant_text(item: dict[str, Any], where: str) -> str | None:
     for n, part in enumerate(content):
         kind = part.get("type") if type(part) is dict else None
         if kind in ("output_text", "input_text"):
-            texts.append(_part_text(part, f"{where}.content[{n}]"))
+            texts.append(part_text(part, f"{where}.content[{n}]"))
         elif kind != "refusal":
             raise field_error(
                 f"{where}.content[{n}]",
@@ -109,25 +109,7 @@ def assistant_text(item: dict[str, Any], where: str) -> str | None:
 
 
 def plain_text(item: dict[str, Any], where: str, role: str) -> str:
-    content = item.get("content")
-    if type(content) is str:
-        return content
-    if type(content) is list:
-        texts = []
-        for n, part in enumerate(content):
-            if type(part) is not dict or part.get("type") != "input_text":
-                raise field_error(
-                    f"{where}.content[{n}]",
-                    f"a {role} message takes only text parts "
-                    f'{{"type": "input_text", "text": ...}}; got {shown(part)}.',
-                )
-            texts.append(_part_text(part, f"{where}.content[{n}]"))
-        return "\n".join(texts)
-    raise field_error(
-        f"{where}.content",
-        f"a {role} message needs 'content': a string or an array of input_text parts, "
-        f"not {json_type(content)}.",
-    )
+    return text_content(item, where, role, part_type="input_text")
 
 
 def output_text(item: dict[str, Any], where: str) -> str:
@@ -143,18 +125,9 @@ def output_text(item: dict[str, Any], where: str) -> str:
                     "a function_call_output here takes text only: a string or "
                     f'{{"type": "input_text", "text": ...}} parts; got {shown(part)}.',
                 )
-            texts.append(_part_text(part, f"{where}.output[{n}]"))
+            texts.append(part_text(part, f"{where}.output[{n}]"))
         return "\n".join(texts)
     raise field_error(
         f"{where}.output",
         f"must be the call's result as a string (or input_text parts), not {json_type(output)}.",
     )
-
-
-def _part_text(part: dict[str, Any], where: str) -> str:
-    text = part.get("text")
-    if type(text) is not str:
-        raise field_error(
-            f"{where}.text", f"a text part needs 'text', a string; got {shown(text)}."
-        )
-    return text
