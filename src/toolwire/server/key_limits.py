@@ -29,6 +29,7 @@ from toolwire.models.messages import Usage
 from toolwire.server.auth import Keyring, bearer_token
 from toolwire.server.configuration.config import KeyConfig, KeyLimitsConfig
 from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.limits import send_refusal
 from toolwire.store import Store, StoreError
 from toolwire.tools import Tool, ToolContext
 
@@ -262,8 +263,6 @@ class KeyLimits:
             logger.warning("limits of key %r not applied (the store failed): %s", key.name, exc)
             refusal, holding = None, False
         if refusal is not None:
-            from toolwire.server.http.limits import send_refusal
-
             await send_refusal(scope, send, refusal)
             return
         extra = [(k.encode(), v.encode()) for k, v in headers.items()]
