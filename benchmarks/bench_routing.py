@@ -36,7 +36,7 @@ from toolwire.models.aiohttp_transport import pooled_client
 from toolwire.models.base import Model, ModelResponse, ModelSettings, ModelStreamEvent
 from toolwire.models.messages import AssistantMessage, Message, UserMessage
 from toolwire.models.openai import OpenAIChatModel
-from toolwire.server.routing import Deployment, Pool, RoutedModel, Strategy
+from toolwire.server.upstreams.routing import Deployment, Pool, RoutedModel, Strategy
 from toolwire.tools.tool import Tool
 
 HERE = Path(__file__).parent
@@ -178,7 +178,7 @@ async def failover(rounds: int, requests: int) -> None:
 
 def main() -> None:
     # One warning per failover would be the whole output.
-    logging.getLogger("toolwire.server.routing").setLevel(logging.ERROR)
+    logging.getLogger("toolwire.server.upstreams.routing").setLevel(logging.ERROR)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--calls", type=int, default=50_000)

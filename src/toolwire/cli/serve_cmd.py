@@ -185,7 +185,7 @@ def _run(
         _print_banner(settings, str(bound_host), int(bound_port), config, tool_names, gateway.store)
 
     from toolwire.server.http.serving import ServeOptions, StartupError, build_app, serve
-    from toolwire.server.logs import configure_logging
+    from toolwire.server.observability.logs import configure_logging
 
     level = os.environ.get("TOOLWIRE_LOG_LEVEL", "info")
     configure_logging(level, log_format)

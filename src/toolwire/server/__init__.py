@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from toolwire.server.auth import GatewayKey, Keyring, hash_key
 from toolwire.server.configuration.config import (
     GatewayConfig,
     HttpToolConfig,
@@ -31,6 +30,7 @@ from toolwire.server.configuration.loader import (
 from toolwire.server.extra import SERVER_EXTRA_MESSAGE, MissingExtraError, require_server_extra
 from toolwire.server.gateway import Gateway, load_server_tools
 from toolwire.server.http.errors import GatewayError
+from toolwire.server.keys.keyring import GatewayKey, Keyring, hash_key
 
 if TYPE_CHECKING:
     from toolwire.server.app import create_app

@@ -32,8 +32,8 @@ from toolwire.server.http.limits import Budget, InFlightLimit
 from toolwire.server.http.request_id import RequestId
 from toolwire.server.http.responses import json_response
 from toolwire.server.http.streaming import ClientGone
-from toolwire.server.key_limits import KeyLimits
-from toolwire.server.observability import MeteredAudit, Metrics, Observe, metrics_routes
+from toolwire.server.keys.quotas import KeyLimits
+from toolwire.server.observability.metrics import MeteredAudit, Metrics, Observe, metrics_routes
 from toolwire.server.protocols.anthropic_messages import routes as messages_routes
 from toolwire.server.protocols.chat_completions import routes as chat_routes
 from toolwire.server.protocols.mcp import McpFrontDoor, mcp_available

@@ -22,7 +22,6 @@ from toolwire.models.observed import ModelObserver
 from toolwire.models.parsed import FailureHook
 from toolwire.runner import Policy, ToolRunner
 from toolwire.runner.audit import redact_arguments, redact_arguments_json
-from toolwire.server.auth import GatewayKey, Keyring
 from toolwire.server.configuration.config import (
     GatewayConfig,
     McpServerConfig,
@@ -40,14 +39,15 @@ from toolwire.server.configuration.loader import (
     routing_findings,
 )
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.key_limits import KeyLimiter, counted
-from toolwire.server.routing import (
+from toolwire.server.keys.keyring import GatewayKey, Keyring
+from toolwire.server.keys.quotas import KeyLimiter, counted
+from toolwire.server.upstreams.clients import build_model
+from toolwire.server.upstreams.routing import (
     Deployment,
     RoutedModel,
     RoutingObserver,
     build_routed_models,
 )
-from toolwire.server.upstreams import build_model
 from toolwire.store import Store, StoreError, default_store_url, open_store
 from toolwire.tools import Tool, ToolContext, ToolDefinitionError, ToolProvider
 from toolwire.tools.http import HttpTool, HttpTools

@@ -28,12 +28,12 @@ from toolwire.agent.result import RunResult
 from toolwire.models import ModelError
 from toolwire.models.base import ModelSettings
 from toolwire.models.messages import Message
-from toolwire.server.access import resume_audit, run_context
-from toolwire.server.caller import Caller
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.errors import GatewayError, store_error, upstream_error
 from toolwire.server.http.responses import json_response
 from toolwire.server.http.streaming import stream_response, unless_disconnected
+from toolwire.server.keys.access import resume_audit, run_context
+from toolwire.server.keys.caller import Caller
 from toolwire.server.run_view import wait_for_decisions
 from toolwire.server.step_memory import remember_steps, restore_steps
 from toolwire.store.base import RunRecord, StoreError

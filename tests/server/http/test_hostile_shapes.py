@@ -17,8 +17,8 @@ from live import LiveServer
 from server_support import GatewayFactory, config_with
 
 from toolwire.server import create_app
-from toolwire.server.client_text import HEADER_VALUE_CAP, header_list, log_text
 from toolwire.server.http._httptools_protocol import HttpToolsWithHeaderDeadline
+from toolwire.server.http.client_text import HEADER_VALUE_CAP, header_list, log_text
 from toolwire.server.http.json_depth import MAX_JSON_DEPTH, too_deep
 from toolwire.server.http.serving import GatewayServer, H11WithHeaderDeadline, ServeOptions
 

@@ -29,9 +29,9 @@ from typing import Any, Final
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolwire.server.auth import Keyring, bearer_token
 from toolwire.server.configuration.config import LimitsConfig, McpEndpointConfig
 from toolwire.server.http.errors import GatewayError
+from toolwire.server.keys.keyring import Keyring, bearer_token
 
 __all__ = ["Budget", "InFlightLimit", "Streams", "body_cost", "refusal_body"]
 

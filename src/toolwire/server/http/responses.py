@@ -9,7 +9,7 @@ from typing import Any, Final
 import orjson
 from starlette.responses import Response
 
-from toolwire.server.client_text import header_list, log_text
+from toolwire.server.http.client_text import header_list, log_text
 
 __all__ = [
     "DROPPED_HEADER",

@@ -75,8 +75,8 @@ class ServeOptions:
             log_level=self.log_level,
             lifespan="on",
             # toolwire's own access log (`toolwire.access`) replaces uvicorn's, and
-            # `toolwire.server.logs` sets up the loggers (uvicorn's dictConfig would not
-            # keep the chosen format).
+            # `toolwire.server.observability.logs` sets up the loggers (uvicorn's
+            # dictConfig would not keep the chosen format).
             access_log=False,
             log_config=None,
             http=_protocol_class(),
@@ -176,7 +176,7 @@ def build_app(config_json: str, access_log: bool = True, log_format: str = "text
     """The app for `GatewayConfig` JSON: what each worker process runs."""
     from toolwire.server.app import create_app
     from toolwire.server.configuration.config import GatewayConfig
-    from toolwire.server.logs import configure_logging
+    from toolwire.server.observability.logs import configure_logging
 
     configure_logging(options_level(), log_format)
     return create_app(GatewayConfig.model_validate_json(config_json), access_log=access_log)

@@ -36,12 +36,12 @@ from starlette.types import Message, Receive, Scope, Send
 
 from toolwire.runner import Approver, ToolRunner, approve_all
 from toolwire.runner.audit import Grant, redact_arguments
-from toolwire.server.caller import Caller, authenticate
 from toolwire.server.http.draining import drain_of
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.limits import Streams
 from toolwire.server.http.requests import read_body
 from toolwire.server.http.responses import json_response
+from toolwire.server.keys.caller import Caller, authenticate
 from toolwire.store.base import ApprovalRecord, Store, arguments_hash, canonical_json
 from toolwire.tools import Tool, ToolCall, ToolContext, ToolResult, new_call_id
 

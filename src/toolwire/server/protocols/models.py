@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.server.caller import authenticate, gateway_of
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.responses import json_response
+from toolwire.server.keys.caller import authenticate, gateway_of
 
 __all__ = ["routes"]
 

@@ -6,7 +6,7 @@ gateway. Everything it shows comes from the REST routes the CLI uses (`/v1/appro
 `/v1/runs`, `/v1/audit`) plus three read-only routes here:
 
 - `GET /v1/console/session`: who the key is and which views its rights open (the rights
-  themselves are `toolwire.server.access`' rule; this only reports them).
+  themselves are `toolwire.server.keys.access`' rule; this only reports them).
 - `GET /v1/runs`: the runs the caller may see (its own; everyone's for an admin key),
   newest first.
 - `GET /v1/upstreams`: each upstream's deployments with their health, failures and
@@ -28,11 +28,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire.agent.journal import read_status
-from toolwire.server.access import may_see_run
-from toolwire.server.caller import Caller, authenticate, gateway_of
 from toolwire.server.http.errors import GatewayError, store_error
 from toolwire.server.http.responses import json_response
-from toolwire.server.observability import Metrics
+from toolwire.server.keys.access import may_see_run
+from toolwire.server.keys.caller import Caller, authenticate, gateway_of
+from toolwire.server.observability.metrics import Metrics
 from toolwire.server.routes.playground import _HEADERS
 from toolwire.server.routes.probes import _upstream as probe_upstream
 from toolwire.store.base import RunRecord, StoreError

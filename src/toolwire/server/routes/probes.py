@@ -22,10 +22,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.server.caller import gateway_of
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.limits import Budget
 from toolwire.server.http.responses import json_response
+from toolwire.server.keys.caller import gateway_of
 
 __all__ = ["routes"]
 

@@ -16,7 +16,7 @@ accounted for.
 - `GET /v1/audit`: the audit log (admin keys); filters `tool`, `key`, `outcome`, `run_id`,
   `since`, `until`; pages with `after` (the last id seen) and `limit`
 
-Who may do what is `toolwire.server.access` (the table is in docs/runs.md): a caller
+Who may do what is `toolwire.server.keys.access` (the table is in docs/runs.md): a caller
 gets 404 for what it may not see and 403 for what it sees but may not decide. Arguments
 are shown redacted (`toolwire.runner.audit.redact_arguments`). Deciding is a
 compare-and-set in the store: of two decisions at the same moment (through two replicas),
@@ -35,19 +35,19 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire.agent.journal import read_status
-from toolwire.server.access import (
+from toolwire.server.gateway import Gateway
+from toolwire.server.http.errors import GatewayError, store_error
+from toolwire.server.http.request_id import request_id_of
+from toolwire.server.http.requests import read_json, validate_body
+from toolwire.server.http.responses import json_response
+from toolwire.server.keys.access import (
     decide,
     list_visible,
     may_decide,
     may_see,
     may_see_run,
 )
-from toolwire.server.caller import Caller, authenticate, gateway_of
-from toolwire.server.gateway import Gateway
-from toolwire.server.http.errors import GatewayError, store_error
-from toolwire.server.http.request_id import request_id_of
-from toolwire.server.http.requests import read_json, validate_body
-from toolwire.server.http.responses import json_response
+from toolwire.server.keys.caller import Caller, authenticate, gateway_of
 from toolwire.server.protocols.anthropic_messages import handler as messages_door
 from toolwire.server.protocols.anthropic_messages.wire import MessageWriter, new_message_id
 from toolwire.server.protocols.chat_completions import handler as chat_door

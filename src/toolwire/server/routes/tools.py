@@ -11,10 +11,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.server.caller import authenticate, gateway_of
 from toolwire.server.http.errors import GatewayError, store_error
 from toolwire.server.http.requests import read_json, validate_body
 from toolwire.server.http.responses import json_response
+from toolwire.server.keys.caller import authenticate, gateway_of
 from toolwire.server.run_view import result_json as _result_json
 from toolwire.store.base import StoreError
 from toolwire.tools import Tool, ToolCall, ToolResult, new_call_id

@@ -23,7 +23,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire.models import Model, ModelContentDelta, ModelError, ModelReasoningDelta, ModelResponse
-from toolwire.server.caller import authenticate, gateway_of
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.errors import GatewayError, upstream_error
 from toolwire.server.http.requests import read_json
@@ -38,6 +37,7 @@ from toolwire.server.http.streaming import (
     stream_response,
     unless_disconnected,
 )
+from toolwire.server.keys.caller import authenticate, gateway_of
 from toolwire.server.protocols.anthropic_messages.request import (
     MessagesRequest,
     parse_messages_request,

@@ -34,12 +34,12 @@ from toolwire.models import (
     ModelToolCallArgsDelta,
     ModelToolCallStart,
 )
-from toolwire.server.caller import authenticate, gateway_of
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.errors import error_body, upstream_error
 from toolwire.server.http.requests import read_json
 from toolwire.server.http.responses import DROPPED_HEADER, dropped_header, json_response
 from toolwire.server.http.streaming import stream_response, unless_disconnected
+from toolwire.server.keys.caller import authenticate, gateway_of
 from toolwire.server.protocols.chat_completions.request import ChatRequest, parse_chat_request
 from toolwire.server.protocols.chat_completions.run_writer import ChatRunWriter
 from toolwire.server.protocols.chat_completions.wire import (

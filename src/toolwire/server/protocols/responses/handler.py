@@ -26,13 +26,13 @@ from starlette.routing import Route
 
 from toolwire.agent.result import RunResult
 from toolwire.models.messages import AssistantMessage, SystemMessage
-from toolwire.server.access import decide, may_see, may_see_run
-from toolwire.server.caller import Caller, authenticate, gateway_of
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.errors import GatewayError, store_error
 from toolwire.server.http.requests import read_json
 from toolwire.server.http.responses import dropped_header, json_response
 from toolwire.server.http.streaming import stream_response, unless_disconnected
+from toolwire.server.keys.access import decide, may_see, may_see_run
+from toolwire.server.keys.caller import Caller, authenticate, gateway_of
 from toolwire.server.protocols.checks import field_error
 from toolwire.server.protocols.responses.items import Input, parse_input
 from toolwire.server.protocols.responses.request import ResponsesRequest, parse_responses_request

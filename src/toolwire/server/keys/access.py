@@ -23,9 +23,9 @@ import time
 from dataclasses import replace
 from typing import Final
 
-from toolwire.server.auth import Keyring
-from toolwire.server.caller import Caller
 from toolwire.server.http.errors import GatewayError
+from toolwire.server.keys.caller import Caller
+from toolwire.server.keys.keyring import Keyring
 from toolwire.store.base import ApprovalRecord, ApprovalStatus, AuditRecord, RunRecord, Store
 from toolwire.tools import ToolContext
 

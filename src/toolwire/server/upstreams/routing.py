@@ -400,7 +400,7 @@ def build_routed_models(
         routing_observer: Told each routing decision.
     """
     from toolwire.server.configuration.config import ModelRoute
-    from toolwire.server.upstreams import build_model
+    from toolwire.server.upstreams.clients import build_model
 
     routing = config.routing
     pools: dict[str, Pool] = {}

@@ -38,10 +38,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolwire import tracing
 from toolwire.parsing.events import ParseFailure
-from toolwire.server.caller import authenticate, gateway_of
-from toolwire.server.client_text import log_text
+from toolwire.server.http.client_text import log_text
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.routing import ANSWERED_BY, Deployment
+from toolwire.server.keys.caller import authenticate, gateway_of
+from toolwire.server.upstreams.routing import ANSWERED_BY, Deployment
 from toolwire.store.base import AuditRecord
 
 if TYPE_CHECKING:

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from toolwire.server.auth import GatewayKey, bearer_token
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.request_id import request_id_of
+from toolwire.server.keys.keyring import GatewayKey, bearer_token
 from toolwire.tools import ToolContext
 
 __all__ = ["Caller", "authenticate", "gateway_of"]

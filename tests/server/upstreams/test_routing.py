@@ -34,7 +34,7 @@ from toolwire.models.base import ModelResponse
 from toolwire.models.messages import AssistantMessage
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import parse_config
-from toolwire.server.routing import Deployment, Pool
+from toolwire.server.upstreams.routing import Deployment, Pool
 
 HERMES = '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
 

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Final
 from toolwire.models.base import Model, ModelResponse, ModelSettings, ModelStreamEvent
 from toolwire.models.messages import Message as ChatMessage
 from toolwire.models.messages import Usage
-from toolwire.server.auth import Keyring, bearer_token
 from toolwire.server.configuration.config import KeyConfig, KeyLimitsConfig
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.limits import send_refusal
+from toolwire.server.keys.keyring import Keyring, bearer_token
 from toolwire.store import Store, StoreError
 from toolwire.tools import Tool, ToolContext
 

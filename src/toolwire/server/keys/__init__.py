@@ -1,0 +1,1 @@
+"""Gateway keys: who is calling, what each key may see and decide, and its quotas."""

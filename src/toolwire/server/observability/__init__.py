@@ -1,0 +1,1 @@
+"""What an operator sees: metrics, the access log and the log format."""

@@ -1,0 +1,1 @@
+"""The upstream models behind the public model ids: clients and routing."""
