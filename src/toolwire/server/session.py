@@ -15,42 +15,46 @@ store that is down still gets a real status.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from toolwire.agent import AgentEvent, Done, RunConflict
 from toolwire.agent.result import RunResult
-from toolwire.models import ModelError
+from toolwire.agent.state import message_from_json, message_to_json
+from toolwire.models import Model, ModelError
 from toolwire.models.base import ModelSettings
-from toolwire.models.messages import Message
+from toolwire.models.messages import AssistantMessage, Message, ToolMessage
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.errors import GatewayError, store_error, upstream_error
-from toolwire.server.http.responses import json_response
+from toolwire.server.http.requests import read_json
+from toolwire.server.http.responses import dropped_header, json_response
 from toolwire.server.http.streaming import stream_response, unless_disconnected
 from toolwire.server.keys.access import resume_audit, run_context
-from toolwire.server.keys.caller import Caller
-from toolwire.server.run_view import wait_for_decisions
-from toolwire.server.step_memory import remember_steps, restore_steps
-from toolwire.store.base import RunRecord, StoreError
+from toolwire.server.keys.caller import Caller, authenticate, gateway_of
+from toolwire.server.run_view import Shown, wait_for_decisions
+from toolwire.store.base import RunRecord, Store, StoreError
 from toolwire.tools import ToolContext
 from toolwire.tools.tool import Tool
 
 __all__ = [
+    "Door",
     "Events",
     "OnDone",
     "ReadRequest",
+    "Reply",
     "Run",
     "RunRequest",
     "RunWriter",
     "Session",
     "failure",
     "resume",
-    "run_request",
+    "serve",
     "start",
 ]
 
@@ -94,17 +98,10 @@ class ReadRequest(Protocol):
     @property
     def stream(self) -> bool: ...
 
-
-def run_request(door: str, read: ReadRequest) -> RunRequest:
-    """The neutral request of a door whose reader already has a run's fields."""
-    return RunRequest(
-        door=door,
-        model=read.model,
-        messages=read.messages,
-        tools=read.tools,
-        settings=read.settings,
-        stream=read.stream,
-    )
+    @property
+    def dropped_results(self) -> tuple[str, ...]:
+        """The ids of orphan tool results dropped (reported in a response header)."""
+        ...
 
 
 class RunWriter(Protocol):
@@ -135,6 +132,78 @@ class RunWriter(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reply:
+    """How a run's answer is written, whichever door writes it."""
+
+    model: str
+    """The model id the answer names (as the client sent it)."""
+    stream: bool
+    include_usage: bool = False
+    """Chat Completions' `stream_options.include_usage`: end a stream with its usage."""
+    thinking: bool = False
+    """Anthropic's extended thinking: reasoning is shown as `thinking` blocks."""
+
+
+R = TypeVar("R", bound=ReadRequest)
+
+Direct = Callable[[Request, Gateway, Model, R, dict[str, str]], Awaitable[Response]]
+
+
+@dataclass(frozen=True, slots=True)
+class Door(Generic[R]):
+    """A front door as the session sees it: how its protocol is read and written.
+
+    `read` turns a request body into the door's request (every client mistake a 400
+    naming the field); `writer` writes a run's events in the protocol; `direct` answers
+    a gateway without server tools (one model turn, passed through as it streams).
+    """
+
+    name: str
+    """The door's name, kept in a run's state: a resume answers in its protocol."""
+    read: Callable[[Any, Gateway], R]
+    reply: Callable[[R], Reply]
+    writer: Callable[[Shown, Reply], RunWriter]
+    direct: Direct[R]
+    shutdown_event: Callable[[str], bytes]
+    """The event that ends a stream the gateway's drain interrupted."""
+    headers: Callable[[R, ToolContext], dict[str, str]] | None = None
+    """The door's own response headers, besides the dropped tool results'."""
+
+
+async def serve(request: Request, door: Door[Any]) -> Response:
+    """One request through a door, from the key to the last byte.
+
+    Raises:
+        GatewayError: Before the first byte: the key, the body, the model, the upstream
+            or the store refused (the door's error handler answers in its shape).
+    """
+    caller = authenticate(request)
+    gateway = gateway_of(request)
+    data = await read_json(request, limit=gateway.config.limits.max_body_bytes)
+    read = door.read(data, gateway)
+    request.state.model = read.model  # for the access log and metrics
+    model = gateway.models.get(read.model)
+    if model is None:
+        raise gateway.unknown_model(read.model)
+    headers = dropped_header(read.dropped_results)
+    if door.headers is not None:
+        headers.update(door.headers(read, caller.ctx))
+    if not gateway.server_tool_names:
+        return await door.direct(request, gateway, model, read, headers)
+    new = RunRequest(
+        door=door.name,
+        model=read.model,
+        messages=read.messages,
+        tools=read.tools,
+        settings=read.settings,
+        stream=read.stream,
+    )
+    run = await start(gateway, caller.ctx, new)
+    writer = door.writer(gateway.shown_arguments, door.reply(read))
+    return await Session(gateway, run, writer).respond(request, headers, door.shutdown_event)
+
+
 @dataclass(slots=True)
 class Run:
     """A run's events, what keeps its result, and how a paused stream goes on."""
@@ -156,7 +225,7 @@ async def start(gateway: Gateway, ctx: ToolContext, req: RunRequest) -> Run:
     """
     try:
         await gateway.ready()
-        restored = await restore_steps(gateway.store, ctx.principal, req.messages)
+        restored = await _restore_steps(gateway.store, ctx.principal, req.messages)
     except StoreError as exc:
         raise store_error(exc) from None
     messages = (*req.prefix, *restored)
@@ -174,7 +243,7 @@ async def start(gateway: Gateway, ctx: ToolContext, req: RunRequest) -> Run:
 
     async def remember(result: RunResult) -> None:
         ttl = gateway.config.memory_ttl
-        await remember_steps(gateway.store, ctx.principal, result, len(messages), ttl)
+        await _remember_steps(gateway.store, ctx.principal, result, len(messages), ttl)
 
     def go_on(run_id: str) -> Events:
         return agent.resume_stream(run_id, None, ctx, stream=True)
@@ -222,7 +291,7 @@ async def resume(
         # Client calls handed back after server tools ran (a turn that also asked for
         # approval): the client's next request must find the server steps again.
         ttl = gateway.config.memory_ttl
-        await remember_steps(gateway.store, record.owner, result, result.input_messages, ttl)
+        await _remember_steps(gateway.store, record.owner, result, result.input_messages, ttl)
 
     return Run(replay(), stream, remember)
 
@@ -328,3 +397,50 @@ def failure(gateway: Gateway, exc: BaseException) -> GatewayError:
     return GatewayError(
         500, "The gateway failed while running the request; see its log.", type="server_error"
     )
+
+
+# --- the gateway's memory of its own steps between a client's requests ----------------
+
+
+def _key(principal: str | None, call_id: str) -> str:
+    owner = hashlib.sha256((principal or "").encode()).hexdigest()[:16]
+    return f"steps:{owner}:{call_id}"
+
+
+async def _remember_steps(
+    store: Store, principal: str | None, result: RunResult, first: int, ttl: float
+) -> None:
+    """Keep the run's own messages (from index `first`) when it handed client calls back
+    after server tools ran."""
+    if result.status != "client_tool_calls" or not result.client_calls:
+        return
+    steps = result.messages[first:]
+    if not any(isinstance(m, ToolMessage) for m in steps):
+        return  # no server tool ran: the client's transcript misses nothing
+    await store.remember(
+        _key(principal, result.client_calls[0].id),
+        {
+            "client_calls": [c.id for c in result.client_calls],
+            "messages": [message_to_json(m) for m in steps],
+        },
+        ttl,
+    )
+
+
+async def _restore_steps(
+    store: Store, principal: str | None, messages: Sequence[Message]
+) -> tuple[Message, ...]:
+    """`messages` with each assistant message the gateway answered with after its own
+    steps replaced by those steps (the server calls, their results, the whole turn)."""
+    out: list[Message] = []
+    changed = False
+    for message in messages:
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            ids = [c.id for c in message.tool_calls]
+            remembered = await store.recall(_key(principal, ids[0]))
+            if remembered is not None and remembered.get("client_calls") == ids:
+                out.extend(message_from_json(m) for m in remembered["messages"])
+                changed = True
+                continue
+        out.append(message)
+    return tuple(out) if changed else tuple(messages)

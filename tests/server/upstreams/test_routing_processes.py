@@ -17,7 +17,7 @@ import pytest
 import yaml
 from served import ServeProcess
 
-FAKE_UPSTREAM = Path(__file__).parents[2] / "benchmarks" / "gateway_fake_upstream.py"
+FAKE_UPSTREAM = Path(__file__).parents[3] / "benchmarks" / "gateway_fake_upstream.py"
 
 
 class Upstream:

@@ -48,11 +48,10 @@ from toolwire.server.keys.access import (
     may_see_run,
 )
 from toolwire.server.keys.caller import Caller, authenticate, gateway_of
-from toolwire.server.protocols.anthropic_messages import handler as messages_door
-from toolwire.server.protocols.anthropic_messages.wire import MessageWriter, new_message_id
-from toolwire.server.protocols.chat_completions import handler as chat_door
+from toolwire.server.protocols import anthropic_messages as messages_door
+from toolwire.server.protocols import chat_completions as chat_door
 from toolwire.server.protocols.responses import handler as responses_door
-from toolwire.server.session import resume
+from toolwire.server.session import Door, Reply, Session, resume
 from toolwire.store.base import (
     ApprovalRecord,
     ApprovalStatus,
@@ -349,13 +348,20 @@ async def _resume(request: Request) -> Response:
         code="run_not_resumable",
     )
     run = await resume(gateway, caller, record, stream=body.stream, not_routed=not_routed)
-    model = record.model or ""
-    if door == messages_door.DOOR:
-        writer = MessageWriter(id=new_message_id(), model=model, stream=body.stream, thinking=False)
-        return await messages_door.respond(request, gateway, run, writer, {})
-    # Chat Completions, and runs stored before a run kept its door.
-    include_usage = bool((body.stream_options or {}).get("include_usage"))
-    return await chat_door.respond(request, gateway, run, model, include_usage, {})
+    # Runs stored before a run kept its door were all made on Chat Completions.
+    target = _DOORS.get(door, chat_door.DOOR)
+    reply = Reply(
+        model=record.model or "",
+        stream=body.stream,
+        include_usage=bool((body.stream_options or {}).get("include_usage")),
+    )
+    writer = target.writer(gateway.shown_arguments, reply)
+    return await Session(gateway, run, writer).respond(request, {}, target.shutdown_event)
+
+
+_DOORS: dict[str, Door[Any]] = {d.name: d for d in (chat_door.DOOR, messages_door.DOOR)}
+"""The doors whose runs resume through the session as they started (Responses keeps its
+chain of stored responses: `resume_answer`)."""
 
 
 # --- audit ----------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ Two paths, chosen as on the chat endpoint by whether the gateway has server tool
 
 - **Direct**: one model turn. Text streams as the upstream writes it; each tool call is
   written whole once the turn is complete (see `wire.MessageWriter`).
-- **Agent**: the loop runs server tools inside the gateway until the model answers or
-  calls a client tool (see `run_writer`).
+- **Agent** (`toolwire.server.session`): the loop runs server tools inside the gateway
+  until the model answers or calls a client tool (see `wire.MessagesRunWriter`).
 
 Every failure on these routes answers in Anthropic's error shape with Anthropic's
 statuses, so the `anthropic` SDK raises its own exception classes. The gateway key is
@@ -28,7 +28,6 @@ from toolwire.server.http.errors import GatewayError, upstream_error
 from toolwire.server.http.requests import read_json
 from toolwire.server.http.responses import (
     IGNORED_HEADER,
-    dropped_header,
     ignored_header,
     json_response,
 )
@@ -41,58 +40,43 @@ from toolwire.server.keys.caller import authenticate, gateway_of
 from toolwire.server.protocols.anthropic_messages.request import (
     MessagesRequest,
     parse_messages_request,
+    read_messages_request,
 )
-from toolwire.server.protocols.anthropic_messages.run_writer import MessagesRunWriter
 from toolwire.server.protocols.anthropic_messages.tokens import estimate_tokens
 from toolwire.server.protocols.anthropic_messages.wire import (
+    MessagesRunWriter,
     MessageWriter,
     error_body,
     new_message_id,
     stop_reason,
 )
-from toolwire.server.session import Run, Session, run_request, start
+from toolwire.server.session import Door, Reply, serve
 from toolwire.tools import ToolContext
 
-__all__ = [
-    "DOOR",
-    "IGNORED_HEADER",
-    "count_tokens",
-    "messages",
-    "respond",
-    "routes",
-    "shutdown_event",
-]
-
-DOOR = "messages"
-"""This door's name in a run's state."""
+__all__ = ["DOOR", "IGNORED_HEADER", "count_tokens", "routes"]
 
 logger = logging.getLogger("toolwire.server")
 
 
-async def messages(request: Request, gateway: Gateway, ctx: ToolContext) -> Response:
-    """Serve one Messages request (authentication already done)."""
-    data = await read_json(request, limit=gateway.config.limits.max_body_bytes)
-    req = _parse(data, gateway)
-    request.state.model = req.model  # for the access log and metrics
-    model = gateway.models.get(req.model)
-    if model is None:
-        raise gateway.unknown_model(req.model)
-    headers = {"request-id": str(ctx.metadata["request_id"])}
-    headers.update(dropped_header(req.dropped_results))
-    headers.update(ignored_header(req.ignored_fields))
+def _headers(req: MessagesRequest, ctx: ToolContext) -> dict[str, str]:
+    """Anthropic's `request-id`, and the fields the gateway did not interpret."""
+    return {"request-id": str(ctx.metadata["request_id"]), **ignored_header(req.ignored_fields)}
+
+
+async def _direct(
+    request: Request, gateway: Gateway, model: Model, req: MessagesRequest, headers: dict[str, str]
+) -> Response:
     writer = MessageWriter(
         id=new_message_id(), model=req.model, stream=req.stream, thinking=req.thinking
     )
-    if gateway.server_tool_names:
-        return await _agent_response(request, gateway, req, ctx, writer, headers)
     if req.stream:
         stream = _direct_stream(model, req, writer, gateway.redact)
-        return await stream_response(stream, headers, request, on_shutdown=shutdown_event)
+        return await stream_response(stream, headers, request, on_shutdown=_shutdown_event)
     body = await unless_disconnected(request, _direct_complete(model, req, writer, gateway.redact))
     return json_response(body, headers=headers)
 
 
-def shutdown_event(message: str) -> bytes:
+def _shutdown_event(message: str) -> bytes:
     # Anthropic ends a failed stream with `event: error`; `overloaded_error` is its word
     # for "temporarily unable, retry".
     return MessageWriter.error(error_body(GatewayError(503, message, type="overloaded_error")))
@@ -101,22 +85,18 @@ def shutdown_event(message: str) -> bytes:
 async def count_tokens(request: Request, gateway: Gateway) -> Response:
     """`{"input_tokens": n}`: an estimate (see `tokens`); the upstream is not called."""
     data = await read_json(request, limit=gateway.config.limits.max_body_bytes)
-    req = _parse(data, gateway, count_only=True)
+    req = parse_messages_request(
+        data,
+        limits=gateway.config.limits,
+        strict_tool_results=gateway.config.strict_tool_results,
+        server_tools=gateway.server_tool_names,
+        count_only=True,
+    )
     if req.model not in gateway.models:
         raise gateway.unknown_model(req.model)
     # The model is shown the gateway's server tools too, when it has any.
     tools = [*req.tools, *gateway.server_tool_list]
     return json_response({"input_tokens": estimate_tokens(req.messages, tools)})
-
-
-def _parse(data: Any, gateway: Gateway, *, count_only: bool = False) -> MessagesRequest:
-    return parse_messages_request(
-        data,
-        limits=gateway.config.limits,
-        strict_tool_results=gateway.config.strict_tool_results,
-        server_tools=gateway.server_tool_names,
-        count_only=count_only,
-    )
 
 
 # --- direct: one model turn ----------------------------------------------------------------
@@ -183,28 +163,15 @@ def _end(writer: MessageWriter, response: ModelResponse) -> bytes:
     return out + writer.finish(stop_reason(response.finish_reason), response.usage)
 
 
-# --- agent: server tools run inside the gateway --------------------------------------------
-
-
-async def _agent_response(
-    request: Request,
-    gateway: Gateway,
-    req: MessagesRequest,
-    ctx: ToolContext,
-    writer: MessageWriter,
-    headers: dict[str, str],
-) -> Response:
-    """Run the agent loop for the request: a stream of events, or a whole message."""
-    run = await start(gateway, ctx, run_request(DOOR, req))
-    return await respond(request, gateway, run, writer, headers)
-
-
-async def respond(
-    request: Request, gateway: Gateway, run: Run, writer: MessageWriter, headers: dict[str, str]
-) -> Response:
-    """A run's answer as SSE events or one whole message (new and resumed runs)."""
-    session = Session(gateway, run, MessagesRunWriter(gateway.shown_arguments, writer))
-    return await session.respond(request, headers, shutdown_event)
+DOOR: Door[MessagesRequest] = Door(
+    name="messages",
+    read=read_messages_request,
+    reply=lambda req: Reply(model=req.model, stream=req.stream, thinking=req.thinking),
+    headers=_headers,
+    writer=MessagesRunWriter,
+    direct=_direct,
+    shutdown_event=_shutdown_event,
+)
 
 
 # --- the routes ----------------------------------------------------------------------------
@@ -219,8 +186,7 @@ async def _count_tokens_endpoint(request: Request) -> Response:
 
 
 async def _serve_messages(request: Request) -> Response:
-    caller = authenticate(request)
-    return await messages(request, gateway_of(request), caller.ctx)
+    return await serve(request, DOOR)
 
 
 async def _serve_count_tokens(request: Request) -> Response:

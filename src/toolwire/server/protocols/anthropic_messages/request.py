@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,7 +35,10 @@ from toolwire.server.protocols.checks import (
 from toolwire.server.protocols.checks import shown as _shown
 from toolwire.tools.tool import Tool
 
-__all__ = ["MessagesRequest", "parse_messages_request"]
+if TYPE_CHECKING:
+    from toolwire.server.gateway import Gateway
+
+__all__ = ["MessagesRequest", "parse_messages_request", "read_messages_request"]
 
 _CHOICES: Final = ("auto", "any", "tool", "none")
 
@@ -251,3 +254,13 @@ def _tool_choice(
             f"{', '.join(repr(n) for n in names)}.",
         )
     return name, parallel
+
+
+def read_messages_request(data: Any, gateway: Gateway) -> MessagesRequest:
+    """`parse_messages_request` with the gateway's settings: the door's reader."""
+    return parse_messages_request(
+        data,
+        limits=gateway.config.limits,
+        strict_tool_results=gateway.config.strict_tool_results,
+        server_tools=gateway.server_tool_names,
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -34,7 +34,10 @@ from toolwire.server.protocols.checks import field_error as _bad
 from toolwire.server.protocols.checks import shown as _shown
 from toolwire.tools.tool import Tool
 
-__all__ = ["ChatRequest", "parse_chat_request"]
+if TYPE_CHECKING:
+    from toolwire.server.gateway import Gateway
+
+__all__ = ["ChatRequest", "parse_chat_request", "read_chat_request"]
 
 _TOOL_CHOICES: Final = ("auto", "none", "required")
 _CONSUMED: Final = frozenset(
@@ -289,3 +292,14 @@ def _tool_choice(
             code="invalid_tool_choice",
         )
     return check_tool_choice(choice, tools, server_tools, name_field="tool_choice.function.name")
+
+
+def read_chat_request(data: Any, gateway: Gateway) -> ChatRequest:
+    """`parse_chat_request` with the gateway's settings: the door's reader."""
+    return parse_chat_request(
+        data,
+        limits=gateway.config.limits,
+        strict_tool_results=gateway.config.strict_tool_results,
+        dialect=gateway.config.dialect,
+        server_tools=gateway.server_tool_names,
+    )
