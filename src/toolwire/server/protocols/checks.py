@@ -15,11 +15,12 @@ import orjson
 
 from toolwire.models.base import ToolChoice
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.http.json_depth import MAX_JSON_DEPTH, JsonTooDeep, loads_text
+from toolwire.server.http.json_depth import MAX_JSON_DEPTH, JsonTooDeep, loads_text, text_too_deep
 from toolwire.tools.call import ToolCall
 from toolwire.tools.tool import Tool
 
 __all__ = [
+    "arguments_text",
     "as_tool_request",
     "check_tool_choice",
     "deep_arguments",
@@ -28,6 +29,8 @@ __all__ = [
     "optional_boolean",
     "optional_string",
     "part_text",
+    "required_string",
+    "result_name",
     "shown",
     "text_content",
     "tool_array",
@@ -90,6 +93,28 @@ def shown(value: Any) -> str:
     if isinstance(value, str):
         return repr(value) if len(value) <= 40 else repr(value[:40] + "…")
     return json_type(value)
+
+
+def required_string(value: Any, where: str, need: str) -> str:
+    """A field that must be a non-empty string (an id, a name), else a 400 at `where`
+    saying `need` and what was sent."""
+    if type(value) is not str or not value:
+        raise field_error(where, f"{need}; got {shown(value)}.")
+    return value
+
+
+def arguments_text(arguments: Any, where: str) -> str:
+    """A tool call's `arguments` as the OpenAI doors send them: JSON text, a string, and
+    within the gateway's JSON depth rule (a 400 at `where`)."""
+    if type(arguments) is not str:
+        raise field_error(
+            where,
+            f"must be the arguments as JSON text (a string), not {json_type(arguments)}; "
+            'serialize the object, e.g. \'{"city": "Paris"}\'.',
+        )
+    if text_too_deep(arguments):
+        raise deep_arguments(where)
+    return arguments
 
 
 def optional_string(value: Any, where: str) -> str | None:
@@ -289,6 +314,16 @@ def text_content(item: Mapping[str, Any], where: str, role: str, *, part_type: s
         f"{where}.content",
         f"a {role} message needs 'content': a string or an array of {part_type} parts, "
         f"not {json_type(content)}.",
+    )
+
+
+def result_name(item: Mapping[str, Any], where: str) -> str:
+    """The `name` of a `tool_result` message (the `tool_request` dialect), which names the
+    call it answers (a 400 at `{where}.name`)."""
+    return required_string(
+        item.get("name"),
+        f"{where}.name",
+        "a tool_result message needs 'name': the name of the tool_request it answers",
     )
 
 

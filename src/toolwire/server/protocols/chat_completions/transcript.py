@@ -31,13 +31,14 @@ from toolwire.models.messages import (
 )
 from toolwire.server.configuration.config import Dialect
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.http.json_depth import text_too_deep
 from toolwire.server.protocols.checks import (
+    arguments_text,
     as_tool_request,
-    deep_arguments,
     field_error,
     json_type,
     part_text,
+    required_string,
+    result_name,
     shown,
     text_content,
 )
@@ -96,7 +97,7 @@ def parse_messages(
                 key = _call_id(item, i)
                 call = pending.pop(key, None)
             else:
-                key = _result_name(item, i)
+                key = result_name(item, f"messages[{i}]")
                 call = _pop_by_name(pending, key)
             content = text_content(item, f"messages[{i}]", role, part_type="text")
             if call is None:
@@ -231,12 +232,9 @@ def _tool_calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
                 f"{where}.type",
                 f"only 'function' tool calls are supported; got {shown(kind)}.",
             )
-        call_id = entry.get("id")
-        if type(call_id) is not str or not call_id:
-            raise field_error(
-                f"{where}.id",
-                f"must be the call's id, a non-empty string; got {shown(call_id)}.",
-            )
+        call_id = required_string(
+            entry.get("id"), f"{where}.id", "must be the call's id, a non-empty string"
+        )
         if call_id in seen:
             raise field_error(
                 f"{where}.id",
@@ -252,45 +250,23 @@ def _tool_calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
                 'must be an object {"name": ..., "arguments": "<JSON text>"}, '
                 f"not {json_type(function)}.",
             )
-        name = function.get("name")
-        if type(name) is not str or not name:
-            raise field_error(
-                f"{where}.function.name",
-                f"must be the tool's name, a non-empty string; got {shown(name)}.",
-            )
-        arguments = function.get("arguments", "")
-        if type(arguments) is not str:
-            raise field_error(
-                f"{where}.function.arguments",
-                f"must be the arguments as JSON text (a string), not {json_type(arguments)}; "
-                'serialize the object, e.g. \'{"city": "Paris"}\'.',
-            )
-        if text_too_deep(arguments):
-            raise deep_arguments(f"{where}.function.arguments")
+        name = required_string(
+            function.get("name"),
+            f"{where}.function.name",
+            "must be the tool's name, a non-empty string",
+        )
+        arguments = arguments_text(function.get("arguments", ""), f"{where}.function.arguments")
         calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
     return tuple(calls)
 
 
 def _call_id(item: dict[str, Any], i: int) -> str:
-    call_id = item.get("tool_call_id")
-    if type(call_id) is not str or not call_id:
-        raise field_error(
-            f"messages[{i}].tool_call_id",
-            "a tool message needs 'tool_call_id': the id of the call it answers, from "
-            f"the assistant message right before it; got {shown(call_id)}.",
-        )
-    return call_id
-
-
-def _result_name(item: dict[str, Any], i: int) -> str:
-    name = item.get("name")
-    if type(name) is not str or not name:
-        raise field_error(
-            f"messages[{i}].name",
-            "a tool_result message needs 'name': the name of the tool_request it answers; "
-            f"got {shown(name)}.",
-        )
-    return name
+    return required_string(
+        item.get("tool_call_id"),
+        f"messages[{i}].tool_call_id",
+        "a tool message needs 'tool_call_id': the id of the call it answers, from "
+        "the assistant message right before it",
+    )
 
 
 def _pop_by_name(pending: dict[str, ToolCall], name: str) -> ToolCall | None:
