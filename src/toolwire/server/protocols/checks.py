@@ -29,14 +29,17 @@ __all__ = [
     "optional_boolean",
     "optional_string",
     "part_text",
+    "part_type_error",
     "required_string",
     "result_name",
     "shown",
     "text_content",
+    "text_parts",
     "tool_array",
     "tool_name",
     "tool_object",
     "tool_parameters",
+    "user_parts",
 ]
 
 _TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -293,6 +296,46 @@ def part_text(part: Mapping[str, Any], where: str, *, noun: str = "part") -> str
     return text
 
 
+def user_parts(item: Mapping[str, Any], where: str) -> str | list[Any]:
+    """A user message's `content`: a string, or an array of content parts (each the door's
+    to read); anything else is a 400 at `{where}.content`."""
+    content = item.get("content")
+    if type(content) is not str and type(content) is not list:
+        raise field_error(
+            f"{where}.content",
+            f"must be a string or an array of content parts, not {json_type(content)}.",
+        )
+    return content
+
+
+def part_type_error(part: Any, at: str, types: Sequence[str]) -> GatewayError:
+    """The 400 for a user content part (at `at`) that is not an object of one of `types`."""
+    is_object = type(part) is dict
+    return field_error(
+        f"{at}.type" if is_object else at,
+        "a user content part must be an object whose 'type' is one of "
+        f"{', '.join(repr(t) for t in types)}; "
+        f"got {shown(part.get('type')) if is_object else json_type(part)}.",
+    )
+
+
+def text_parts(
+    parts: list[Any], where: str, types: tuple[str, ...], need: str, *, skip: str | None = None
+) -> str:
+    """The texts of an array of text parts (each an object whose `type` is one of
+    `types`) joined by newlines; a part of type `skip` is left out, and any other part is
+    a 400 at `{where}[n]` saying `need` and what was sent."""
+    texts = []
+    for n, part in enumerate(parts):
+        kind = part.get("type") if type(part) is dict else None
+        if skip is not None and kind == skip:
+            continue
+        if kind not in types:
+            raise field_error(f"{where}[{n}]", f"{need}; got {shown(part)}.")
+        texts.append(part_text(part, f"{where}[{n}]"))
+    return "\n".join(texts)
+
+
 def text_content(item: Mapping[str, Any], where: str, role: str, *, part_type: str) -> str:
     """A message's `content` as text: a string, or an array of `part_type` parts joined
     by newlines; anything else is a 400 under `where` (the message's path)."""
@@ -300,16 +343,12 @@ def text_content(item: Mapping[str, Any], where: str, role: str, *, part_type: s
     if type(content) is str:
         return content
     if type(content) is list:
-        texts = []
-        for n, part in enumerate(content):
-            if type(part) is not dict or part.get("type") != part_type:
-                raise field_error(
-                    f"{where}.content[{n}]",
-                    f"a {role} message takes only text parts "
-                    f'{{"type": "{part_type}", "text": ...}}; got {shown(part)}.',
-                )
-            texts.append(part_text(part, f"{where}.content[{n}]"))
-        return "\n".join(texts)
+        return text_parts(
+            content,
+            f"{where}.content",
+            (part_type,),
+            f'a {role} message takes only text parts {{"type": "{part_type}", "text": ...}}',
+        )
     raise field_error(
         f"{where}.content",
         f"a {role} message needs 'content': a string or an array of {part_type} parts, "

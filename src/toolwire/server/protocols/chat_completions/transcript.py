@@ -37,10 +37,13 @@ from toolwire.server.protocols.checks import (
     field_error,
     json_type,
     part_text,
+    part_type_error,
     required_string,
     result_name,
     shown,
     text_content,
+    text_parts,
+    user_parts,
 )
 from toolwire.tools.call import ToolCall
 
@@ -135,14 +138,9 @@ def parse_messages(
 
 
 def _user(item: dict[str, Any], i: int) -> UserMessage:
-    content = item.get("content")
-    if type(content) is str:
+    content = user_parts(item, f"messages[{i}]")
+    if isinstance(content, str):
         return UserMessage(content=content)
-    if type(content) is not list:
-        raise field_error(
-            f"messages[{i}].content",
-            f"must be a string or an array of content parts, not {json_type(content)}.",
-        )
     texts: list[str] = []
     plain = True
     for n, part in enumerate(content):
@@ -152,13 +150,7 @@ def _user(item: dict[str, Any], i: int) -> UserMessage:
             texts.append(part_text(part, where))
             continue
         if kind not in _PART_PAYLOADS:
-            is_object = type(part) is dict
-            got = shown(kind) if is_object else json_type(part)
-            raise field_error(
-                f"{where}.type" if is_object else where,
-                f"a user content part must be an object whose 'type' is one of "
-                f"{_choices(USER_PART_TYPES)}; got {got}.",
-            )
+            raise part_type_error(part, where, USER_PART_TYPES)
         payload = part.get(kind)
         required = _PART_PAYLOADS[kind]
         if type(payload) is not dict or (
@@ -200,18 +192,13 @@ def _assistant_parts(content: Any, i: int) -> str:
             f"messages[{i}].content",
             f"must be a string, an array of text parts or null, not {json_type(content)}.",
         )
-    texts = []
-    for n, part in enumerate(content):
-        kind = part.get("type") if type(part) is dict else None
-        if kind == "text":
-            texts.append(part_text(part, f"messages[{i}].content[{n}]"))
-        elif kind != "refusal":
-            raise field_error(
-                f"messages[{i}].content[{n}]",
-                'an assistant content part must be {"type": "text", "text": ...} '
-                f"(or a 'refusal' part); got {shown(part)}.",
-            )
-    return "\n".join(texts)
+    return text_parts(
+        content,
+        f"messages[{i}].content",
+        ("text",),
+        'an assistant content part must be {"type": "text", "text": ...} (or a \'refusal\' part)',
+        skip="refusal",
+    )
 
 
 def _tool_calls(raw: Any, i: int) -> tuple[ToolCall, ...]:

@@ -12,7 +12,15 @@ from __future__ import annotations
 from typing import Any, Final
 
 from toolwire.models.messages import UserMessage
-from toolwire.server.protocols.checks import field_error, json_type, part_text, shown, text_content
+from toolwire.server.protocols.checks import (
+    field_error,
+    json_type,
+    part_text,
+    part_type_error,
+    text_content,
+    text_parts,
+    user_parts,
+)
 
 __all__ = ["assistant_text", "output_text", "plain_text", "user_message"]
 
@@ -20,14 +28,9 @@ _USER_PARTS: Final = ("input_text", "input_image", "input_file")
 
 
 def user_message(item: dict[str, Any], where: str) -> UserMessage:
-    content = item.get("content")
-    if type(content) is str:
+    content = user_parts(item, where)
+    if isinstance(content, str):
         return UserMessage(content=content)
-    if type(content) is not list:
-        raise field_error(
-            f"{where}.content",
-            f"must be a string or an array of content parts, not {json_type(content)}.",
-        )
     texts: list[str] = []
     parts: list[dict[str, Any]] = []
     plain = True
@@ -45,12 +48,7 @@ def user_message(item: dict[str, Any], where: str) -> UserMessage:
             parts.append(_file_part(part, at))
             plain = False
         else:
-            got = shown(kind) if type(part) is dict else json_type(part)
-            raise field_error(
-                f"{at}.type" if type(part) is dict else at,
-                "a user content part must be an object whose 'type' is one of "
-                f"{', '.join(repr(t) for t in _USER_PARTS)}; got {got}.",
-            )
+            raise part_type_error(part, at, _USER_PARTS)
     # Text parts are separate blocks to the model: keep them apart when flattening.
     return UserMessage(content="\n".join(texts), parts=None if plain else tuple(parts))
 
@@ -94,18 +92,14 @@ def assistant_text(item: dict[str, Any], where: str) -> str | None:
             f"{where}.content",
             f"must be a string or an array of output_text parts, not {json_type(content)}.",
         )
-    texts: list[str] = []
-    for n, part in enumerate(content):
-        kind = part.get("type") if type(part) is dict else None
-        if kind in ("output_text", "input_text"):
-            texts.append(part_text(part, f"{where}.content[{n}]"))
-        elif kind != "refusal":
-            raise field_error(
-                f"{where}.content[{n}]",
-                'an assistant content part must be {"type": "output_text", "text": ...} '
-                f"(or a 'refusal' part); got {shown(part)}.",
-            )
-    return "\n".join(texts)
+    return text_parts(
+        content,
+        f"{where}.content",
+        ("output_text", "input_text"),
+        'an assistant content part must be {"type": "output_text", "text": ...} '
+        "(or a 'refusal' part)",
+        skip="refusal",
+    )
 
 
 def plain_text(item: dict[str, Any], where: str, role: str) -> str:
@@ -117,16 +111,13 @@ def output_text(item: dict[str, Any], where: str) -> str:
     if type(output) is str:
         return output
     if type(output) is list:
-        texts = []
-        for n, part in enumerate(output):
-            if type(part) is not dict or part.get("type") not in ("input_text", "output_text"):
-                raise field_error(
-                    f"{where}.output[{n}]",
-                    "a function_call_output here takes text only: a string or "
-                    f'{{"type": "input_text", "text": ...}} parts; got {shown(part)}.',
-                )
-            texts.append(part_text(part, f"{where}.output[{n}]"))
-        return "\n".join(texts)
+        return text_parts(
+            output,
+            f"{where}.output",
+            ("input_text", "output_text"),
+            "a function_call_output here takes text only: a string or "
+            '{"type": "input_text", "text": ...} parts',
+        )
     raise field_error(
         f"{where}.output",
         f"must be the call's result as a string (or input_text parts), not {json_type(output)}.",
