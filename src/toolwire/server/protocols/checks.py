@@ -25,7 +25,10 @@ __all__ = [
     "check_tool_choice",
     "deep_arguments",
     "field_error",
+    "json_object",
     "json_type",
+    "message_array",
+    "openai_tool_choice",
     "optional_boolean",
     "optional_string",
     "part_text",
@@ -33,6 +36,7 @@ __all__ = [
     "required_string",
     "result_name",
     "shown",
+    "string_or_parts",
     "text_content",
     "text_parts",
     "tool_array",
@@ -132,6 +136,30 @@ def optional_boolean(value: Any, where: str) -> bool | None:
     if value is not None and type(value) is not bool:
         raise field_error(where, f"must be a boolean, not {json_type(value)}.")
     return value
+
+
+def json_object(value: Any, where: str, shape: str) -> dict[str, Any]:
+    """A field that must be an object, shown as `shape` in the 400 at `where`."""
+    if type(value) is not dict:
+        raise field_error(where, f"must be an object {shape}, not {json_type(value)}.")
+    return value
+
+
+def message_array(raw: Any, max_messages: int) -> list[Any]:
+    """A request's `messages`: a non-empty array of at most `max_messages` entries (each
+    entry is the door's to read)."""
+    if type(raw) is not list or not raw:
+        got = "an empty array" if raw == [] else json_type(raw)
+        raise field_error("messages", f"must be a non-empty array of messages, not {got}.")
+    if len(raw) > max_messages:
+        raise field_error(
+            "messages",
+            f"{len(raw)} messages is more than this gateway's limit of "
+            f"{max_messages} (limits.max_messages in its config); send fewer, e.g. "
+            "by summarising or trimming older turns.",
+            code="too_many_messages",
+        )
+    return raw
 
 
 def tool_array(raw: Any, max_tools: int) -> list[Any]:
@@ -285,6 +313,43 @@ def check_tool_choice(
     return choice
 
 
+def openai_tool_choice(
+    raw: Any,
+    tools: Sequence[Tool],
+    server_tools: Collection[str],
+    *,
+    shape: str,
+    name_path: tuple[str, ...],
+) -> ToolChoice | None:
+    """`tool_choice` as the OpenAI doors take it: absent, `auto`, `none`, `required`, or a
+    named function `shape` (`{"type": "function", ...}`) with the name at `name_path`;
+    checked against the tools on offer by `check_tool_choice`."""
+    if raw is None:
+        return None
+    name_field = ".".join(("tool_choice", *name_path))
+    if type(raw) is str and raw in ("auto", "none", "required"):
+        choice: str = raw
+    elif type(raw) is dict and raw.get("type") == "function":
+        name: Any = raw
+        for key in name_path:
+            name = name.get(key) if type(name) is dict else None
+        if type(name) is not str:
+            raise field_error(
+                name_field,
+                f"a named tool choice is {shape}; the name is {shown(name)}.",
+                code="invalid_tool_choice",
+            )
+        choice = name
+    else:
+        got = f"type {shown(raw.get('type'))}" if type(raw) is dict else shown(raw)
+        raise field_error(
+            "tool_choice",
+            f"must be 'auto', 'none', 'required' or {shape}; got {got}.",
+            code="invalid_tool_choice",
+        )
+    return check_tool_choice(choice, tools, server_tools, name_field=name_field)
+
+
 def part_text(part: Mapping[str, Any], where: str, *, noun: str = "part") -> str:
     """The `text` of a text content part (`noun`: what the door calls a part), which must
     be a string (a 400 at `{where}.text`)."""
@@ -339,21 +404,26 @@ def text_parts(
 def text_content(item: Mapping[str, Any], where: str, role: str, *, part_type: str) -> str:
     """A message's `content` as text: a string, or an array of `part_type` parts joined
     by newlines; anything else is a 400 under `where` (the message's path)."""
-    content = item.get("content")
-    if type(content) is str:
-        return content
-    if type(content) is list:
-        return text_parts(
-            content,
-            f"{where}.content",
-            (part_type,),
-            f'a {role} message takes only text parts {{"type": "{part_type}", "text": ...}}',
-        )
-    raise field_error(
+    return string_or_parts(
+        item.get("content"),
         f"{where}.content",
-        f"a {role} message needs 'content': a string or an array of {part_type} parts, "
-        f"not {json_type(content)}.",
+        (part_type,),
+        part_need=f'a {role} message takes only text parts {{"type": "{part_type}", "text": ...}}',
+        need=f"a {role} message needs 'content': a string or an array of {part_type} parts",
     )
+
+
+def string_or_parts(
+    value: Any, where: str, types: tuple[str, ...], *, part_need: str, need: str
+) -> str:
+    """Text sent as a string, or as an array of text parts joined by newlines (a part not
+    of `types` is a 400 saying `part_need`, see `text_parts`); anything else is a 400 at
+    `where` saying `need` and what was sent."""
+    if type(value) is str:
+        return value
+    if type(value) is list:
+        return text_parts(value, where, types, part_need)
+    raise field_error(where, f"{need}, not {json_type(value)}.")
 
 
 def result_name(item: Mapping[str, Any], where: str) -> str:

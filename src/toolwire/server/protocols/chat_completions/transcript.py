@@ -35,6 +35,7 @@ from toolwire.server.protocols.checks import (
     arguments_text,
     as_tool_request,
     field_error,
+    json_object,
     json_type,
     part_text,
     part_type_error,
@@ -230,13 +231,9 @@ def _tool_calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
                 code="duplicate_tool_call_id",
             )
         seen.add(call_id)
-        function = entry.get("function")
-        if type(function) is not dict:
-            raise field_error(
-                f"{where}.function",
-                'must be an object {"name": ..., "arguments": "<JSON text>"}, '
-                f"not {json_type(function)}.",
-            )
+        function = json_object(
+            entry.get("function"), f"{where}.function", '{"name": ..., "arguments": "<JSON text>"}'
+        )
         name = required_string(
             function.get("name"),
             f"{where}.function.name",

@@ -9,6 +9,7 @@ send instead.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 from toolwire.models.messages import UserMessage
@@ -17,6 +18,7 @@ from toolwire.server.protocols.checks import (
     json_type,
     part_text,
     part_type_error,
+    string_or_parts,
     text_content,
     text_parts,
     user_parts,
@@ -41,11 +43,8 @@ def user_message(item: dict[str, Any], where: str) -> UserMessage:
             text = part_text(part, at)
             texts.append(text)
             parts.append({"type": "text", "text": text})
-        elif kind == "input_image":
-            parts.append(_image_part(part, at))
-            plain = False
-        elif kind == "input_file":
-            parts.append(_file_part(part, at))
+        elif type(kind) is str and kind in _MEDIA:
+            parts.append(_media_part(part, at, _MEDIA[kind]))
             plain = False
         else:
             raise part_type_error(part, at, _USER_PARTS)
@@ -53,34 +52,51 @@ def user_message(item: dict[str, Any], where: str) -> UserMessage:
     return UserMessage(content="\n".join(texts), parts=None if plain else tuple(parts))
 
 
-def _image_part(part: dict[str, Any], at: str) -> dict[str, Any]:
-    url = part.get("image_url")
-    if type(url) is not str or not url:
-        raise field_error(
-            f"{at}.image_url",
-            "an input_image needs 'image_url' (an https or data: URL); file ids need "
-            "OpenAI's file storage, which this gateway does not have.",
-        )
-    image: dict[str, Any] = {"url": url}
-    detail = part.get("detail")
-    if type(detail) is str:
-        image["detail"] = detail
-    return {"type": "image_url", "image_url": image}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Media:
+    """How a Responses image or file part becomes a Chat Completions part."""
+
+    source: str
+    """The part's field holding the URL or data (required, a non-empty string)."""
+    kind: str
+    """The Chat Completions part's type, which is also the key of its object."""
+    key: str
+    """The name of `source` in that object."""
+    option: str
+    """An optional string field copied as it is."""
+    advice: str
+    """The 400's message when `source` is missing."""
 
 
-def _file_part(part: dict[str, Any], at: str) -> dict[str, Any]:
-    data = part.get("file_data")
-    if type(data) is not str or not data:
-        raise field_error(
-            f"{at}.file_data",
-            "an input_file needs 'file_data' (the file as a data: URL); file ids and URLs "
-            "need OpenAI's file storage, which this gateway does not have.",
-        )
-    file: dict[str, Any] = {"file_data": data}
-    filename = part.get("filename")
-    if type(filename) is str:
-        file["filename"] = filename
-    return {"type": "file", "file": file}
+_MEDIA: Final = {
+    "input_image": _Media(
+        source="image_url",
+        kind="image_url",
+        key="url",
+        option="detail",
+        advice="an input_image needs 'image_url' (an https or data: URL); file ids need "
+        "OpenAI's file storage, which this gateway does not have.",
+    ),
+    "input_file": _Media(
+        source="file_data",
+        kind="file",
+        key="file_data",
+        option="filename",
+        advice="an input_file needs 'file_data' (the file as a data: URL); file ids and URLs "
+        "need OpenAI's file storage, which this gateway does not have.",
+    ),
+}
+
+
+def _media_part(part: dict[str, Any], at: str, media: _Media) -> dict[str, Any]:
+    value = part.get(media.source)
+    if type(value) is not str or not value:
+        raise field_error(f"{at}.{media.source}", media.advice)
+    payload: dict[str, Any] = {media.key: value}
+    option = part.get(media.option)
+    if type(option) is str:
+        payload[media.option] = option
+    return {"type": media.kind, media.kind: payload}
 
 
 def assistant_text(item: dict[str, Any], where: str) -> str | None:
@@ -107,18 +123,11 @@ def plain_text(item: dict[str, Any], where: str, role: str) -> str:
 
 
 def output_text(item: dict[str, Any], where: str) -> str:
-    output = item.get("output")
-    if type(output) is str:
-        return output
-    if type(output) is list:
-        return text_parts(
-            output,
-            f"{where}.output",
-            ("input_text", "output_text"),
-            "a function_call_output here takes text only: a string or "
-            '{"type": "input_text", "text": ...} parts',
-        )
-    raise field_error(
+    return string_or_parts(
+        item.get("output"),
         f"{where}.output",
-        f"must be the call's result as a string (or input_text parts), not {json_type(output)}.",
+        ("input_text", "output_text"),
+        part_need="a function_call_output here takes text only: a string or "
+        '{"type": "input_text", "text": ...} parts',
+        need="must be the call's result as a string (or input_text parts)",
     )

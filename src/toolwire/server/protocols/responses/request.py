@@ -25,9 +25,9 @@ from toolwire.models.base import ModelSettings, ToolChoice
 from toolwire.server.configuration.config import LimitsConfig
 from toolwire.server.http.requests import validate_body
 from toolwire.server.protocols.checks import (
-    check_tool_choice,
     field_error,
     json_type,
+    openai_tool_choice,
     optional_boolean,
     optional_string,
     shown,
@@ -40,7 +40,6 @@ from toolwire.tools.tool import Tool
 
 __all__ = ["ResponsesRequest", "parse_responses_request"]
 
-_TOOL_CHOICES: Final = ("auto", "none", "required")
 _UNSUPPORTED: Final = {
     "background": "background responses are not supported; send the request without "
     "'background' and keep the connection (or stream).",
@@ -269,26 +268,10 @@ def _tools(
 def _tool_choice(
     raw: Any, tools: Sequence[Tool], server_tools: Collection[str]
 ) -> ToolChoice | None:
-    if raw is None:
-        return None
-    if type(raw) is str and raw in _TOOL_CHOICES:
-        choice: str = raw
-    elif type(raw) is dict and raw.get("type") == "function":
-        name = raw.get("name")
-        if type(name) is not str:
-            raise field_error(
-                "tool_choice.name",
-                'a named tool choice is {"type": "function", "name": "<tool name>"}; the '
-                f"name is {shown(name)}.",
-                code="invalid_tool_choice",
-            )
-        choice = name
-    else:
-        got = f"type {shown(raw.get('type'))}" if type(raw) is dict else shown(raw)
-        raise field_error(
-            "tool_choice",
-            "must be 'auto', 'none', 'required' or "
-            f'{{"type": "function", "name": "<tool name>"}}; got {got}.',
-            code="invalid_tool_choice",
-        )
-    return check_tool_choice(choice, tools, server_tools, name_field="tool_choice.name")
+    return openai_tool_choice(
+        raw,
+        tools,
+        server_tools,
+        shape='{"type": "function", "name": "<tool name>"}',
+        name_path=("name",),
+    )
