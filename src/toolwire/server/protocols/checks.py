@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import jsonschema_rs
@@ -25,6 +25,8 @@ __all__ = [
     "check_tool_choice",
     "deep_arguments",
     "field_error",
+    "function_entries",
+    "function_tool",
     "json_object",
     "json_type",
     "message_array",
@@ -247,6 +249,38 @@ def tool_parameters(schema: Any, where: str, name: str) -> dict[str, Any]:
             code="invalid_tool_schema",
         )
     return schema
+
+
+def function_entries(
+    raw: Any, max_tools: int, need: str, *, code: str | None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each entry of an OpenAI door's `tools` (see `tool_array`) with its path,
+    `tools[n]`; an entry whose `type` is not `function` is a 400 saying `need` and what
+    was sent (with `code`)."""
+    for n, raw_entry in enumerate(tool_array(raw, max_tools)):
+        where = f"tools[{n}]"
+        entry = tool_object(raw_entry, where)
+        kind = entry.get("type")
+        if kind != "function":
+            raise field_error(f"{where}.type", f"{need}; got {shown(kind)}.", code=code)
+        yield where, entry
+
+
+def function_tool(
+    fields: Mapping[str, Any],
+    where: str,
+    tool: str,
+    seen: dict[str, str],
+    server_tools: Collection[str],
+) -> Tool:
+    """An OpenAI function tool from `fields` (at `where`): its `name` (see `tool_name`;
+    `tool` is the entry's path), `description`, `strict` and `parameters` (a JSON
+    Schema, see `tool_parameters`)."""
+    name = tool_name(fields.get("name"), f"{where}.name", tool, seen, server_tools)
+    description = optional_string(fields.get("description"), f"{where}.description")
+    strict = optional_boolean(fields.get("strict"), f"{where}.strict")
+    parameters = tool_parameters(fields.get("parameters"), f"{where}.parameters", name)
+    return Tool(name=name, description=description or "", input_schema=parameters, strict=strict)
 
 
 def _schema_problem(schema: dict[str, Any]) -> str | None:

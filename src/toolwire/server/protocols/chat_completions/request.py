@@ -22,16 +22,12 @@ from toolwire.server.http.requests import validate_body
 from toolwire.server.protocols.chat_completions.transcript import parse_messages
 from toolwire.server.protocols.checks import field_error as _bad
 from toolwire.server.protocols.checks import (
+    function_entries,
+    function_tool,
     json_object,
     json_type,
     message_array,
     openai_tool_choice,
-    optional_boolean,
-    optional_string,
-    tool_array,
-    tool_name,
-    tool_object,
-    tool_parameters,
 )
 from toolwire.server.protocols.checks import shown as _shown
 from toolwire.tools.tool import Tool
@@ -214,31 +210,17 @@ def _refuse_legacy(data: dict[str, Any]) -> None:
 def _tools(raw: Any, max_tools: int, server_tools: Collection[str]) -> tuple[Tool, ...]:
     tools: list[Tool] = []
     seen: dict[str, str] = {}
-    for n, raw_entry in enumerate(tool_array(raw, max_tools)):
-        where = f"tools[{n}]"
-        entry = tool_object(raw_entry, where)
-        kind = entry.get("type")
-        if kind != "function":
-            raise _bad(
-                f"{where}.type",
-                "only function tools are supported: "
-                '{"type": "function", "function": {"name": ..., "parameters": {...}}}; '
-                f"got {_shown(kind)}.",
-            )
+    need = (
+        "only function tools are supported: "
+        '{"type": "function", "function": {"name": ..., "parameters": {...}}}'
+    )
+    for where, entry in function_entries(raw, max_tools, need, code=None):
         function = json_object(
             entry.get("function"),
             f"{where}.function",
             '{"name": ..., "description": ..., "parameters": {...}}',
         )
-        name = tool_name(function.get("name"), f"{where}.function.name", where, seen, server_tools)
-        description = optional_string(function.get("description"), f"{where}.function.description")
-        strict = optional_boolean(function.get("strict"), f"{where}.function.strict")
-        parameters = tool_parameters(
-            function.get("parameters"), f"{where}.function.parameters", name
-        )
-        tools.append(
-            Tool(name=name, description=description or "", input_schema=parameters, strict=strict)
-        )
+        tools.append(function_tool(function, f"{where}.function", where, seen, server_tools))
     return tuple(tools)
 
 

@@ -26,15 +26,10 @@ from toolwire.server.configuration.config import LimitsConfig
 from toolwire.server.http.requests import validate_body
 from toolwire.server.protocols.checks import (
     field_error,
+    function_entries,
+    function_tool,
     json_type,
     openai_tool_choice,
-    optional_boolean,
-    optional_string,
-    shown,
-    tool_array,
-    tool_name,
-    tool_object,
-    tool_parameters,
 )
 from toolwire.tools.tool import Tool
 
@@ -234,32 +229,21 @@ def _tools(
     tools: list[Tool] = []
     echo: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
-    for n, raw_entry in enumerate(tool_array(raw, max_tools)):
-        where = f"tools[{n}]"
-        entry = tool_object(raw_entry, where)
-        kind = entry.get("type")
-        if kind != "function":
-            raise field_error(
-                f"{where}.type",
-                "only function tools are supported (the gateway's own tools run inside "
-                'it): {"type": "function", "name": ..., "parameters": {...}}; got '
-                f"{shown(kind)}.",
-                code="unsupported_tool_type",
-            )
-        name = tool_name(entry.get("name"), f"{where}.name", where, seen, server_tools)
-        description = optional_string(entry.get("description"), f"{where}.description")
-        strict = optional_boolean(entry.get("strict"), f"{where}.strict")
-        parameters = tool_parameters(entry.get("parameters"), f"{where}.parameters", name)
-        tools.append(
-            Tool(name=name, description=description or "", input_schema=parameters, strict=strict)
-        )
+    need = (
+        "only function tools are supported (the gateway's own tools run inside it): "
+        '{"type": "function", "name": ..., "parameters": {...}}'
+    )
+    for where, entry in function_entries(raw, max_tools, need, code="unsupported_tool_type"):
+        tool = function_tool(entry, where, where, seen, server_tools)
+        tools.append(tool)
         echo.append(
             {
                 "type": "function",
-                "name": name,
-                "description": description,
-                "parameters": parameters,
-                "strict": strict,
+                "name": tool.name,
+                # As sent (checked to be a string or absent): `Tool` keeps "" for absent.
+                "description": entry.get("description"),
+                "parameters": tool.input_schema,
+                "strict": tool.strict,
             }
         )
     return tuple(tools), echo
