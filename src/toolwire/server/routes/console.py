@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from importlib.resources import files
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -33,34 +32,14 @@ from toolwire.server.http.responses import json_response
 from toolwire.server.keys.access import may_see_run
 from toolwire.server.keys.caller import Caller, authenticate, gateway_of
 from toolwire.server.observability.metrics import Metrics
-from toolwire.server.routes.playground import _HEADERS
 from toolwire.server.routes.probes import _upstream as probe_upstream
+from toolwire.server.routes.static_app import static_app_routes
 from toolwire.store.base import RunRecord, StoreError
 
 __all__ = ["routes"]
 
-_ASSETS: Final = {
-    "app.js": "text/javascript; charset=utf-8",
-    "style.css": "text/css; charset=utf-8",
-}
 _WINDOW: Final = 300.0
 """Seconds of "recent" failures: counted from the counters' readings kept this long."""
-
-
-def _read(name: str) -> bytes:
-    return files("toolwire.server").joinpath("console", name).read_bytes()
-
-
-async def _page(request: Request) -> Response:
-    return Response(_read("index.html"), media_type="text/html; charset=utf-8", headers=_HEADERS)
-
-
-async def _asset(request: Request) -> Response:
-    name: str = request.path_params["name"]
-    media = _ASSETS.get(name)
-    if media is None:
-        raise GatewayError(404, f"Unknown path {request.url.path}.", code="not_found")
-    return Response(_read(name), media_type=media, headers=_HEADERS)
 
 
 # --- session --------------------------------------------------------------------------------
@@ -250,10 +229,7 @@ def _host(url: str | None) -> str | None:
     return parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else None
 
 
-page_routes = [
-    Route("/console", _page, methods=["GET"]),
-    Route("/console/{name}", _asset, methods=["GET"]),
-]
+page_routes = static_app_routes("console", "/console")
 api_routes = [
     Route("/v1/console/session", _session, methods=["GET"]),
     Route("/v1/runs", _list_runs, methods=["GET"]),
