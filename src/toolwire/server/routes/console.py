@@ -26,15 +26,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.agent.journal import read_status
 from toolwire.server.http.errors import GatewayError, store_error
 from toolwire.server.http.responses import json_response
 from toolwire.server.keys.access import may_see_run
 from toolwire.server.keys.caller import Caller, authenticate, gateway_of
 from toolwire.server.observability.metrics import Metrics
 from toolwire.server.routes.probes import _upstream as probe_upstream
+from toolwire.server.routes.runs import run_summary
 from toolwire.server.routes.static_app import static_app_routes
-from toolwire.store.base import RunRecord, StoreError
+from toolwire.store.base import StoreError
 
 __all__ = ["routes"]
 
@@ -67,18 +67,6 @@ async def _session(request: Request) -> Response:
 # --- runs -----------------------------------------------------------------------------------
 
 
-def _run_summary(record: RunRecord, now: float) -> dict[str, Any]:
-    return {
-        "object": "run",
-        "id": record.id,
-        "status": read_status(record, now),
-        "model": record.model,
-        "owner": record.owner,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-    }
-
-
 async def _list_runs(request: Request) -> Response:
     caller = authenticate(request)
     gateway = gateway_of(request)
@@ -98,7 +86,7 @@ async def _list_runs(request: Request) -> Response:
         raise store_error(exc) from None
     now = time.time()
     # The store filtered by owner already; the rule is applied again, not restated.
-    data = [_run_summary(r, now) for r in records if may_see_run(caller, r.owner)]
+    data = [run_summary(r, now) for r in records if may_see_run(caller, r.owner)]
     return json_response({"object": "list", "data": data})
 
 
