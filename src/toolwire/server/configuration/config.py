@@ -113,10 +113,18 @@ def _checked_http_url(value: str) -> str:
     return value
 
 
+def _checked_env_name(value: str) -> str:
+    if not _ENV_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not an environment variable name")
+    return value
+
+
 _ToolCalls = Annotated[str, AfterValidator(_checked_tool_calls)]
 """A `tool_calls` setting (see `parse_tool_calls`)."""
 _HttpUrl = Annotated[str, AfterValidator(_checked_http_url)]
 """An http(s) URL."""
+_EnvName = Annotated[str, AfterValidator(_checked_env_name)]
+"""The name of an environment variable."""
 
 
 class ModelRoute(_Section):
@@ -336,8 +344,7 @@ class McpServerConfig(_Section):
     def _env_names(cls, value: Any) -> Any:
         names = value.values() if isinstance(value, dict) else value
         for name in names:
-            if not _ENV_NAME.fullmatch(name):
-                raise ValueError(f"{name!r} is not an environment variable name")
+            _checked_env_name(name)
         return value
 
     @model_validator(mode="after")
@@ -482,7 +489,7 @@ class KeyConfig(_Section):
     name: str = Field(min_length=1)
     """Who uses the key; becomes `ToolContext.principal`."""
     sha256: str | None = None
-    env: str | None = None
+    env: _EnvName | None = None
     scopes: list[str] = Field(default_factory=list)
     """Becomes `ToolContext.scopes`: the tool permissions of this key."""
     admin: bool = False
@@ -516,13 +523,6 @@ class KeyConfig(_Section):
                 '(printf %s "$KEY" | sha256sum), not the key itself'
             )
         return digest
-
-    @field_validator("env")
-    @classmethod
-    def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.fullmatch(value):
-            raise ValueError(f"{value!r} is not an environment variable name")
-        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> KeyConfig:
