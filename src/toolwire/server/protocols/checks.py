@@ -1,6 +1,7 @@
 """Request checks every front door shares: the shape of a 400 about one field, how values
-are named in its message, client tool schemas, and `tool_choice` against the tools on
-offer. Protocol-neutral: each door's reader calls them with its own field names.
+are named in its message, the `messages` array, client tools and their schemas,
+`tool_choice` against the tools on offer, the calls and text content of a transcript.
+Protocol-neutral: each door's reader calls them with its own field names and wording.
 """
 
 from __future__ import annotations
