@@ -10,9 +10,9 @@ file are SHA-256 hashes.
 from __future__ import annotations
 
 import re
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from toolwire.models.quirks import Engine
 
@@ -102,20 +102,38 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _checked_tool_calls(value: str) -> str:
+    parse_tool_calls(value)
+    return value
+
+
+def _checked_http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"{value!r} is not an http(s) URL")
+    return value
+
+
+def _checked_env_name(value: str) -> str:
+    if not _ENV_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not an environment variable name")
+    return value
+
+
+_ToolCalls = Annotated[str, AfterValidator(_checked_tool_calls)]
+"""A `tool_calls` setting (see `parse_tool_calls`)."""
+_HttpUrl = Annotated[str, AfterValidator(_checked_http_url)]
+"""An http(s) URL."""
+_EnvName = Annotated[str, AfterValidator(_checked_env_name)]
+"""The name of an environment variable."""
+
+
 class ModelRoute(_Section):
     """Where one public model id goes. In YAML a plain string is the upstream model name."""
 
     model: str = Field(min_length=1)
     """The model name sent upstream."""
-    tool_calls: str | None = None
+    tool_calls: _ToolCalls | None = None
     """Overrides `upstream.tool_calls` for this model."""
-
-    @field_validator("tool_calls")
-    @classmethod
-    def _tool_calls(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_tool_calls(value)
-        return value
 
 
 class UpstreamConfig(_Section):
@@ -129,7 +147,7 @@ class UpstreamConfig(_Section):
     api_key_env: str | None = None
     """Name of the environment variable holding the upstream key. The key itself is never
     written in the config, logged or echoed."""
-    tool_calls: str = "native"
+    tool_calls: _ToolCalls = "native"
     """`native`, `parse:<format>` or `prompted:<format>` (see `parse_tool_calls`)."""
     models: dict[str, ModelRoute] = Field(default_factory=dict)
     """Public model id (what clients send) → upstream model."""
@@ -178,12 +196,6 @@ class UpstreamConfig(_Section):
             )
         return value
 
-    @field_validator("tool_calls")
-    @classmethod
-    def _tool_calls(cls, value: str) -> str:
-        parse_tool_calls(value)
-        return value
-
     @property
     def effective_base_url(self) -> str | None:
         """`base_url`, or the provider's public API for `openai` / `anthropic`."""
@@ -206,7 +218,7 @@ class HttpToolConfig(_Section):
 
     name: str
     description: str = ""
-    endpoint: str
+    endpoint: _HttpUrl
     """An http(s) URL; `{param}` placeholders are filled from the arguments."""
     method: HttpMethod = "POST"
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
@@ -235,13 +247,6 @@ class HttpToolConfig(_Section):
     def _tool_name(cls, value: str) -> str:
         if not _TOOL_NAME.fullmatch(value):
             raise ValueError(f"{value!r} is not a tool name; use letters, digits, '_', '-', '.'")
-        return value
-
-    @field_validator("endpoint")
-    @classmethod
-    def _endpoint(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(f"{value!r} is not an http(s) URL")
         return value
 
     @field_validator("parameters")
@@ -297,7 +302,7 @@ class McpServerConfig(_Section):
     env_from: list[str] = Field(default_factory=list)
     """Variables passed on from the gateway's own environment (for secrets)."""
     cwd: str | None = None
-    url: str | None = None
+    url: _HttpUrl | None = None
     """A streamable HTTP (or, with `transport: sse`, SSE) endpoint."""
     headers: dict[str, str] = Field(default_factory=dict)
     """HTTP headers sent with every request (literal values)."""
@@ -334,20 +339,12 @@ class McpServerConfig(_Section):
             raise ValueError("give the program and its arguments, e.g. [uvx, mcp-server-git]")
         return value
 
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"{value!r} is not an http(s) URL")
-        return value
-
     @field_validator("env_from", "headers_env")
     @classmethod
     def _env_names(cls, value: Any) -> Any:
         names = value.values() if isinstance(value, dict) else value
         for name in names:
-            if not _ENV_NAME.fullmatch(name):
-                raise ValueError(f"{name!r} is not an environment variable name")
+            _checked_env_name(name)
         return value
 
     @model_validator(mode="after")
@@ -370,7 +367,7 @@ class OpenApiToolsConfig(_Section):
 
     openapi: str
     """The document: a path (JSON or YAML; relative to the working directory) or a URL."""
-    base_url: str | None = None
+    base_url: _HttpUrl | None = None
     """The API's root URL; default the document's first `servers` entry."""
     operations: list[str] | None = None
     """Only these operations (by `operationId`)."""
@@ -392,13 +389,6 @@ class OpenApiToolsConfig(_Section):
         if value.startswith("env:") and _ENV_NAME.fullmatch(value.removeprefix("env:")):
             return value
         raise ValueError(f"{value!r} is neither 'forward' nor 'env:VARIABLE'")
-
-    @field_validator("base_url")
-    @classmethod
-    def _base(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError(f"{value!r} is not an http(s) URL")
-        return value
 
 
 class MetricsConfig(_Section):
@@ -499,7 +489,7 @@ class KeyConfig(_Section):
     name: str = Field(min_length=1)
     """Who uses the key; becomes `ToolContext.principal`."""
     sha256: str | None = None
-    env: str | None = None
+    env: _EnvName | None = None
     scopes: list[str] = Field(default_factory=list)
     """Becomes `ToolContext.scopes`: the tool permissions of this key."""
     admin: bool = False
@@ -533,13 +523,6 @@ class KeyConfig(_Section):
                 '(printf %s "$KEY" | sha256sum), not the key itself'
             )
         return digest
-
-    @field_validator("env")
-    @classmethod
-    def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and not _ENV_NAME.fullmatch(value):
-            raise ValueError(f"{value!r} is not an environment variable name")
-        return value
 
     @model_validator(mode="after")
     def _one_source(self) -> KeyConfig:
@@ -692,7 +675,7 @@ class PublicModelConfig(_Section):
 
     deployments: list[DeploymentConfig] = Field(min_length=1)
     """One or more; requests are balanced across them by `routing.strategy`."""
-    tool_calls: str = "native"
+    tool_calls: _ToolCalls = "native"
     """`native`, `parse:<format>` or `prompted:<format>` for every deployment."""
     fallbacks: list[str] = Field(default_factory=list)
     """Other public model ids, tried in order when every deployment failed before the
@@ -708,12 +691,6 @@ class PublicModelConfig(_Section):
             short = {k: value[k] for k in ("upstream", "model", "weight") if k in value}
             rest = {k: v for k, v in value.items() if k not in short}
             return {**rest, "deployments": [short]}
-        return value
-
-    @field_validator("tool_calls")
-    @classmethod
-    def _tool_calls(cls, value: str) -> str:
-        parse_tool_calls(value)
         return value
 
 

@@ -122,29 +122,25 @@ class KeyLimiter:
         name, limits = caller.name, caller.limits
         minute, reset = _window(now, _MINUTE)
         retry = str(max(1, math.ceil(reset)))
-        if (rpm := limits.requests_per_minute) is not None:
-            used = await store.add_count(_SEP.join(("rpm", name, str(minute))), 1, 2 * _MINUTE)
-            headers["x-ratelimit-limit-requests"] = str(rpm)
-            headers["x-ratelimit-remaining-requests"] = str(max(0, rpm - used))
-            headers["x-ratelimit-reset-requests"] = f"{reset:.0f}s"
-            if used > rpm:
+        per_minute = (
+            # The limit, its name, its counter, its noun, what this request adds now: one
+            # request, and no tokens yet (`charge` adds them once the model has answered).
+            (limits.requests_per_minute, "requests_per_minute", "rpm", "requests", 1),
+            (limits.tokens_per_minute, "tokens_per_minute", "tpm", "tokens", 0),
+        )
+        for most, limit, counter, noun, cost in per_minute:
+            if most is None:
+                continue
+            key = _SEP.join((counter, name, str(minute)))
+            used = await store.add_count(key, cost, 2 * _MINUTE)
+            headers[f"x-ratelimit-limit-{noun}"] = str(most)
+            headers[f"x-ratelimit-remaining-{noun}"] = str(max(0, most - used))
+            headers[f"x-ratelimit-reset-{noun}"] = f"{reset:.0f}s"
+            if used - cost >= most:  # what came before this request reached the limit
                 return self._refused(
                     name,
-                    "requests_per_minute",
-                    f"Rate limit reached: {rpm} requests per minute for this key. "
-                    f"Try again in {retry} s.",
-                    {**headers, "Retry-After": retry},
-                ), False
-        if (tpm := limits.tokens_per_minute) is not None:
-            used = await store.add_count(_SEP.join(("tpm", name, str(minute))), 0, 2 * _MINUTE)
-            headers["x-ratelimit-limit-tokens"] = str(tpm)
-            headers["x-ratelimit-remaining-tokens"] = str(max(0, tpm - used))
-            headers["x-ratelimit-reset-tokens"] = f"{reset:.0f}s"
-            if used >= tpm:
-                return self._refused(
-                    name,
-                    "tokens_per_minute",
-                    f"Rate limit reached: {tpm} tokens per minute for this key. "
+                    limit,
+                    f"Rate limit reached: {most} {noun} per minute for this key. "
                     f"Try again in {retry} s.",
                     {**headers, "Retry-After": retry},
                 ), False

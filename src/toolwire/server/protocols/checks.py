@@ -1,13 +1,14 @@
 """Request checks every front door shares: the shape of a 400 about one field, how values
-are named in its message, client tool schemas, and `tool_choice` against the tools on
-offer. Protocol-neutral: each door's reader calls them with its own field names.
+are named in its message, the `messages` array, client tools and their schemas,
+`tool_choice` against the tools on offer, the calls and text content of a transcript.
+Protocol-neutral: each door's reader calls them with its own field names and wording.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import jsonschema_rs
@@ -15,25 +16,37 @@ import orjson
 
 from toolwire.models.base import ToolChoice
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.http.json_depth import MAX_JSON_DEPTH, JsonTooDeep, loads_text
+from toolwire.server.http.json_depth import MAX_JSON_DEPTH, JsonTooDeep, loads_text, text_too_deep
 from toolwire.tools.call import ToolCall
 from toolwire.tools.tool import Tool
 
 __all__ = [
+    "arguments_text",
     "as_tool_request",
     "check_tool_choice",
     "deep_arguments",
     "field_error",
+    "function_entries",
+    "function_tool",
+    "json_object",
     "json_type",
+    "message_array",
+    "openai_tool_choice",
     "optional_boolean",
     "optional_string",
     "part_text",
+    "part_type_error",
+    "required_string",
+    "result_name",
     "shown",
+    "string_or_parts",
     "text_content",
+    "text_parts",
     "tool_array",
     "tool_name",
     "tool_object",
     "tool_parameters",
+    "user_parts",
 ]
 
 _TOOL_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -92,6 +105,28 @@ def shown(value: Any) -> str:
     return json_type(value)
 
 
+def required_string(value: Any, where: str, need: str) -> str:
+    """A field that must be a non-empty string (an id, a name), else a 400 at `where`
+    saying `need` and what was sent."""
+    if type(value) is not str or not value:
+        raise field_error(where, f"{need}; got {shown(value)}.")
+    return value
+
+
+def arguments_text(arguments: Any, where: str) -> str:
+    """A tool call's `arguments` as the OpenAI doors send them: JSON text, a string, and
+    within the gateway's JSON depth rule (a 400 at `where`)."""
+    if type(arguments) is not str:
+        raise field_error(
+            where,
+            f"must be the arguments as JSON text (a string), not {json_type(arguments)}; "
+            'serialize the object, e.g. \'{"city": "Paris"}\'.',
+        )
+    if text_too_deep(arguments):
+        raise deep_arguments(where)
+    return arguments
+
+
 def optional_string(value: Any, where: str) -> str | None:
     """An optional string field: absent (None) or a string, else a 400 at `where`."""
     if value is not None and type(value) is not str:
@@ -104,6 +139,30 @@ def optional_boolean(value: Any, where: str) -> bool | None:
     if value is not None and type(value) is not bool:
         raise field_error(where, f"must be a boolean, not {json_type(value)}.")
     return value
+
+
+def json_object(value: Any, where: str, shape: str) -> dict[str, Any]:
+    """A field that must be an object, shown as `shape` in the 400 at `where`."""
+    if type(value) is not dict:
+        raise field_error(where, f"must be an object {shape}, not {json_type(value)}.")
+    return value
+
+
+def message_array(raw: Any, max_messages: int) -> list[Any]:
+    """A request's `messages`: a non-empty array of at most `max_messages` entries (each
+    entry is the door's to read)."""
+    if type(raw) is not list or not raw:
+        got = "an empty array" if raw == [] else json_type(raw)
+        raise field_error("messages", f"must be a non-empty array of messages, not {got}.")
+    if len(raw) > max_messages:
+        raise field_error(
+            "messages",
+            f"{len(raw)} messages is more than this gateway's limit of "
+            f"{max_messages} (limits.max_messages in its config); send fewer, e.g. "
+            "by summarising or trimming older turns.",
+            code="too_many_messages",
+        )
+    return raw
 
 
 def tool_array(raw: Any, max_tools: int) -> list[Any]:
@@ -193,6 +252,38 @@ def tool_parameters(schema: Any, where: str, name: str) -> dict[str, Any]:
     return schema
 
 
+def function_entries(
+    raw: Any, max_tools: int, need: str, *, code: str | None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each entry of an OpenAI door's `tools` (see `tool_array`) with its path,
+    `tools[n]`; an entry whose `type` is not `function` is a 400 saying `need` and what
+    was sent (with `code`)."""
+    for n, raw_entry in enumerate(tool_array(raw, max_tools)):
+        where = f"tools[{n}]"
+        entry = tool_object(raw_entry, where)
+        kind = entry.get("type")
+        if kind != "function":
+            raise field_error(f"{where}.type", f"{need}; got {shown(kind)}.", code=code)
+        yield where, entry
+
+
+def function_tool(
+    fields: Mapping[str, Any],
+    where: str,
+    tool: str,
+    seen: dict[str, str],
+    server_tools: Collection[str],
+) -> Tool:
+    """An OpenAI function tool from `fields` (at `where`): its `name` (see `tool_name`;
+    `tool` is the entry's path), `description`, `strict` and `parameters` (a JSON
+    Schema, see `tool_parameters`)."""
+    name = tool_name(fields.get("name"), f"{where}.name", tool, seen, server_tools)
+    description = optional_string(fields.get("description"), f"{where}.description")
+    strict = optional_boolean(fields.get("strict"), f"{where}.strict")
+    parameters = tool_parameters(fields.get("parameters"), f"{where}.parameters", name)
+    return Tool(name=name, description=description or "", input_schema=parameters, strict=strict)
+
+
 def _schema_problem(schema: dict[str, Any]) -> str | None:
     try:
         serialized = orjson.dumps(schema)
@@ -257,6 +348,43 @@ def check_tool_choice(
     return choice
 
 
+def openai_tool_choice(
+    raw: Any,
+    tools: Sequence[Tool],
+    server_tools: Collection[str],
+    *,
+    shape: str,
+    name_path: tuple[str, ...],
+) -> ToolChoice | None:
+    """`tool_choice` as the OpenAI doors take it: absent, `auto`, `none`, `required`, or a
+    named function `shape` (`{"type": "function", ...}`) with the name at `name_path`;
+    checked against the tools on offer by `check_tool_choice`."""
+    if raw is None:
+        return None
+    name_field = ".".join(("tool_choice", *name_path))
+    if type(raw) is str and raw in ("auto", "none", "required"):
+        choice: str = raw
+    elif type(raw) is dict and raw.get("type") == "function":
+        name: Any = raw
+        for key in name_path:
+            name = name.get(key) if type(name) is dict else None
+        if type(name) is not str:
+            raise field_error(
+                name_field,
+                f"a named tool choice is {shape}; the name is {shown(name)}.",
+                code="invalid_tool_choice",
+            )
+        choice = name
+    else:
+        got = f"type {shown(raw.get('type'))}" if type(raw) is dict else shown(raw)
+        raise field_error(
+            "tool_choice",
+            f"must be 'auto', 'none', 'required' or {shape}; got {got}.",
+            code="invalid_tool_choice",
+        )
+    return check_tool_choice(choice, tools, server_tools, name_field=name_field)
+
+
 def part_text(part: Mapping[str, Any], where: str, *, noun: str = "part") -> str:
     """The `text` of a text content part (`noun`: what the door calls a part), which must
     be a string (a 400 at `{where}.text`)."""
@@ -268,27 +396,78 @@ def part_text(part: Mapping[str, Any], where: str, *, noun: str = "part") -> str
     return text
 
 
+def user_parts(item: Mapping[str, Any], where: str) -> str | list[Any]:
+    """A user message's `content`: a string, or an array of content parts (each the door's
+    to read); anything else is a 400 at `{where}.content`."""
+    content = item.get("content")
+    if type(content) is not str and type(content) is not list:
+        raise field_error(
+            f"{where}.content",
+            f"must be a string or an array of content parts, not {json_type(content)}.",
+        )
+    return content
+
+
+def part_type_error(part: Any, at: str, types: Sequence[str]) -> GatewayError:
+    """The 400 for a user content part (at `at`) that is not an object of one of `types`."""
+    is_object = type(part) is dict
+    return field_error(
+        f"{at}.type" if is_object else at,
+        "a user content part must be an object whose 'type' is one of "
+        f"{', '.join(repr(t) for t in types)}; "
+        f"got {shown(part.get('type')) if is_object else json_type(part)}.",
+    )
+
+
+def text_parts(
+    parts: list[Any], where: str, types: tuple[str, ...], need: str, *, skip: str | None = None
+) -> str:
+    """The texts of an array of text parts (each an object whose `type` is one of
+    `types`) joined by newlines; a part of type `skip` is left out, and any other part is
+    a 400 at `{where}[n]` saying `need` and what was sent."""
+    texts = []
+    for n, part in enumerate(parts):
+        kind = part.get("type") if type(part) is dict else None
+        if skip is not None and kind == skip:
+            continue
+        if kind not in types:
+            raise field_error(f"{where}[{n}]", f"{need}; got {shown(part)}.")
+        texts.append(part_text(part, f"{where}[{n}]"))
+    return "\n".join(texts)
+
+
 def text_content(item: Mapping[str, Any], where: str, role: str, *, part_type: str) -> str:
     """A message's `content` as text: a string, or an array of `part_type` parts joined
     by newlines; anything else is a 400 under `where` (the message's path)."""
-    content = item.get("content")
-    if type(content) is str:
-        return content
-    if type(content) is list:
-        texts = []
-        for n, part in enumerate(content):
-            if type(part) is not dict or part.get("type") != part_type:
-                raise field_error(
-                    f"{where}.content[{n}]",
-                    f"a {role} message takes only text parts "
-                    f'{{"type": "{part_type}", "text": ...}}; got {shown(part)}.',
-                )
-            texts.append(part_text(part, f"{where}.content[{n}]"))
-        return "\n".join(texts)
-    raise field_error(
+    return string_or_parts(
+        item.get("content"),
         f"{where}.content",
-        f"a {role} message needs 'content': a string or an array of {part_type} parts, "
-        f"not {json_type(content)}.",
+        (part_type,),
+        part_need=f'a {role} message takes only text parts {{"type": "{part_type}", "text": ...}}',
+        need=f"a {role} message needs 'content': a string or an array of {part_type} parts",
+    )
+
+
+def string_or_parts(
+    value: Any, where: str, types: tuple[str, ...], *, part_need: str, need: str
+) -> str:
+    """Text sent as a string, or as an array of text parts joined by newlines (a part not
+    of `types` is a 400 saying `part_need`, see `text_parts`); anything else is a 400 at
+    `where` saying `need` and what was sent."""
+    if type(value) is str:
+        return value
+    if type(value) is list:
+        return text_parts(value, where, types, part_need)
+    raise field_error(where, f"{need}, not {json_type(value)}.")
+
+
+def result_name(item: Mapping[str, Any], where: str) -> str:
+    """The `name` of a `tool_result` message (the `tool_request` dialect), which names the
+    call it answers (a 400 at `{where}.name`)."""
+    return required_string(
+        item.get("name"),
+        f"{where}.name",
+        "a tool_result message needs 'name': the name of the tool_request it answers",
     )
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from importlib.resources import files
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -27,40 +26,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.agent.journal import read_status
 from toolwire.server.http.errors import GatewayError, store_error
 from toolwire.server.http.responses import json_response
 from toolwire.server.keys.access import may_see_run
 from toolwire.server.keys.caller import Caller, authenticate, gateway_of
 from toolwire.server.observability.metrics import Metrics
-from toolwire.server.routes.playground import _HEADERS
 from toolwire.server.routes.probes import _upstream as probe_upstream
-from toolwire.store.base import RunRecord, StoreError
+from toolwire.server.routes.runs import run_summary
+from toolwire.server.routes.static_app import static_app_routes
+from toolwire.store.base import StoreError
 
 __all__ = ["routes"]
 
-_ASSETS: Final = {
-    "app.js": "text/javascript; charset=utf-8",
-    "style.css": "text/css; charset=utf-8",
-}
 _WINDOW: Final = 300.0
 """Seconds of "recent" failures: counted from the counters' readings kept this long."""
-
-
-def _read(name: str) -> bytes:
-    return files("toolwire.server").joinpath("console", name).read_bytes()
-
-
-async def _page(request: Request) -> Response:
-    return Response(_read("index.html"), media_type="text/html; charset=utf-8", headers=_HEADERS)
-
-
-async def _asset(request: Request) -> Response:
-    name: str = request.path_params["name"]
-    media = _ASSETS.get(name)
-    if media is None:
-        raise GatewayError(404, f"Unknown path {request.url.path}.", code="not_found")
-    return Response(_read(name), media_type=media, headers=_HEADERS)
 
 
 # --- session --------------------------------------------------------------------------------
@@ -88,18 +67,6 @@ async def _session(request: Request) -> Response:
 # --- runs -----------------------------------------------------------------------------------
 
 
-def _run_summary(record: RunRecord, now: float) -> dict[str, Any]:
-    return {
-        "object": "run",
-        "id": record.id,
-        "status": read_status(record, now),
-        "model": record.model,
-        "owner": record.owner,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-    }
-
-
 async def _list_runs(request: Request) -> Response:
     caller = authenticate(request)
     gateway = gateway_of(request)
@@ -119,7 +86,7 @@ async def _list_runs(request: Request) -> Response:
         raise store_error(exc) from None
     now = time.time()
     # The store filtered by owner already; the rule is applied again, not restated.
-    data = [_run_summary(r, now) for r in records if may_see_run(caller, r.owner)]
+    data = [run_summary(r, now) for r in records if may_see_run(caller, r.owner)]
     return json_response({"object": "list", "data": data})
 
 
@@ -250,10 +217,7 @@ def _host(url: str | None) -> str | None:
     return parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else None
 
 
-page_routes = [
-    Route("/console", _page, methods=["GET"]),
-    Route("/console/{name}", _asset, methods=["GET"]),
-]
+page_routes = static_app_routes("console", "/console")
 api_routes = [
     Route("/v1/console/session", _session, methods=["GET"]),
     Route("/v1/runs", _list_runs, methods=["GET"]),

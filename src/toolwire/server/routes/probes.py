@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from toolwire.server.configuration.config import UpstreamConfig
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.limits import Budget
 from toolwire.server.http.responses import json_response
@@ -66,14 +67,19 @@ async def _readyz(request: Request) -> Response:
 
 
 async def _upstream(gateway: Gateway) -> str:
-    config = gateway.config.upstream
-    base_url = config.effective_base_url
-    if config.kind == "offline" or base_url is None:
+    return await _reach(gateway, gateway.config.upstream, "the upstream")
+
+
+async def _reach(gateway: Gateway, upstream: UpstreamConfig, what: str) -> str:
+    """`ok` when `upstream` answers over HTTP (or has no server to ask), else `unreachable`
+    (logged, as `what`)."""
+    base_url = upstream.effective_base_url
+    if upstream.kind == "offline" or base_url is None:
         return "ok"
     try:
         await gateway.http_client.get(base_url, timeout=PROBE_TIMEOUT)
     except httpx.HTTPError as exc:
-        logger.warning("readyz: the upstream is unreachable: %s", gateway.redact(str(exc)))
+        logger.warning("readyz: %s is unreachable: %s", what, gateway.redact(str(exc)))
         return "unreachable"
     return "ok"
 
@@ -86,16 +92,10 @@ async def _named_upstreams(gateway: Gateway) -> dict[str, str]:
     warm = {d.upstream for d in gateway.deployments() if d.cooled_until <= time.monotonic()}
 
     async def probe(name: str) -> str:
-        upstream = named[name]
-        base_url = upstream.effective_base_url
-        if upstream.kind == "offline" or base_url is None:
-            return "ok"
-        try:
-            await gateway.http_client.get(base_url, timeout=PROBE_TIMEOUT)
-        except httpx.HTTPError as exc:
-            logger.warning("readyz: upstream %r is unreachable: %s", name, gateway.redact(str(exc)))
-            return "unreachable"
-        return "cooling down" if name in cooling and name not in warm else "ok"
+        state = await _reach(gateway, named[name], f"upstream {name!r}")
+        if state == "ok" and name in cooling and name not in warm:
+            return "cooling down"
+        return state
 
     states = await asyncio.gather(*(probe(name) for name in named))
     return dict(zip(named, states, strict=True))

@@ -135,6 +135,20 @@ def _not_found(kind: str, ident: str) -> GatewayError:
     return GatewayError(404, f"{kind} {ident!r} does not exist.", code=f"{kind.lower()}_not_found")
 
 
+def _page(
+    data: list[dict[str, Any]], records: list[ApprovalRecord] | list[AuditRecord], limit: int
+) -> Response:
+    """A page of a listing: `has_more` when it is full, `last_id` to ask for the next."""
+    return json_response(
+        {
+            "object": "list",
+            "data": data,
+            "has_more": len(records) == limit,
+            "last_id": records[-1].id if records else None,
+        }
+    )
+
+
 # --- approvals ------------------------------------------------------------------------------
 
 
@@ -178,25 +192,23 @@ async def _list_approvals(request: Request) -> Response:
         await _for_caller(gateway, caller, records, data)
     except StoreError as exc:
         raise store_error(exc) from None
-    return json_response(
-        {
-            "object": "list",
-            "data": data,
-            "has_more": len(records) == limit,
-            "last_id": records[-1].id if records else None,
-        }
-    )
+    return _page(data, records, limit)
 
 
-async def _get_approval(request: Request) -> Response:
-    gateway, caller = await _store(request)
-    ident: str = request.path_params["id"]
+async def _visible_approval(gateway: Gateway, caller: Caller, ident: str) -> ApprovalRecord:
+    """The approval `ident`, or a 404 when there is none or the caller may not see it."""
     try:
         record = await gateway.store.get_approval(ident)
     except StoreError as exc:
         raise store_error(exc) from None
     if record is None or not may_see(caller, record):
         raise _not_found("Approval", ident)
+    return record
+
+
+async def _get_approval(request: Request) -> Response:
+    gateway, caller = await _store(request)
+    record = await _visible_approval(gateway, caller, request.path_params["id"])
     body = approval_body(gateway, record, time.time())
     try:
         await _for_caller(gateway, caller, [record], [body])
@@ -247,10 +259,8 @@ async def _decide(request: Request) -> Response:
     ident: str = request.path_params["id"]
     body = validate_body(DecisionRequest, await read_json(request, limit=64 * 1024))
     now = time.time()
+    record = await _visible_approval(gateway, caller, ident)
     try:
-        record = await gateway.store.get_approval(ident)
-        if record is None or not may_see(caller, record):
-            raise _not_found("Approval", ident)
         decided = await decide(
             gateway.store,
             record,
@@ -269,6 +279,19 @@ async def _decide(request: Request) -> Response:
 # --- runs -----------------------------------------------------------------------------------
 
 
+def run_summary(record: RunRecord, now: float) -> dict[str, Any]:
+    """A run as listings show it; `run_body` adds its output, steps and approvals."""
+    return {
+        "object": "run",
+        "id": record.id,
+        "status": read_status(record, now),
+        "model": record.model,
+        "owner": record.owner,
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+    }
+
+
 def run_body(gateway: Gateway, record: RunRecord, now: float) -> dict[str, Any]:
     state = record.state
     steps = []
@@ -283,13 +306,7 @@ def run_body(gateway: Gateway, record: RunRecord, now: float) -> dict[str, Any]:
             }
         )
     return {
-        "object": "run",
-        "id": record.id,
-        "status": read_status(record, now),
-        "model": record.model,
-        "owner": record.owner,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
+        **run_summary(record, now),
         "output": state.get("output"),
         "steps": steps,
         "pending_approvals": [_shown_call(gateway, a) for a in state.get("approvals", [])],
@@ -306,15 +323,20 @@ def _shown_call(gateway: Gateway, item: Any) -> Any:
     return {**item, "arguments": gateway.shown_arguments(tool, item["arguments"])}
 
 
-async def _get_run(request: Request) -> Response:
-    gateway, caller = await _store(request)
-    ident: str = request.path_params["id"]
+async def _visible_run(gateway: Gateway, caller: Caller, ident: str) -> RunRecord:
+    """The run `ident`, or a 404 when there is none or the caller may not see it."""
     try:
         record = await gateway.store.get_run(ident)
     except StoreError as exc:
         raise store_error(exc) from None
     if record is None or not may_see_run(caller, record.owner):
         raise _not_found("Run", ident)
+    return record
+
+
+async def _get_run(request: Request) -> Response:
+    gateway, caller = await _store(request)
+    record = await _visible_run(gateway, caller, request.path_params["id"])
     return json_response(run_body(gateway, record, time.time()))
 
 
@@ -330,12 +352,7 @@ async def _resume(request: Request) -> Response:
     ident: str = request.path_params["id"]
     data = await read_json(request, limit=64 * 1024, allow_empty=True)
     body = validate_body(ResumeRequest, data if data is not None else {})
-    try:
-        record = await gateway.store.get_run(ident)
-    except StoreError as exc:
-        raise store_error(exc) from None
-    if record is None or not may_see_run(caller, record.owner):
-        raise _not_found("Run", ident)
+    record = await _visible_run(gateway, caller, ident)
     door = str(record.state.get("door", ""))
     if door == responses_door.DOOR:
         return await responses_door.resume_answer(
@@ -412,16 +429,7 @@ async def _audit(request: Request) -> Response:
         records = await gateway.store.list_audit(query)
     except StoreError as exc:
         raise store_error(exc) from None
-    data = [audit_body(gateway, r) for r in records]
-    has_more = len(records) == query.limit
-    return json_response(
-        {
-            "object": "list",
-            "data": data,
-            "has_more": has_more,
-            "last_id": records[-1].id if records else None,
-        }
-    )
+    return _page([audit_body(gateway, r) for r in records], records, query.limit)
 
 
 # --- parameters -----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal, Protocol
@@ -288,6 +288,19 @@ class RoutedModel:
         # is not known to be larger.
         return window is not None and (pool.context_window or 0) <= window
 
+    def _tries(self, window: list[int | None]) -> Iterator[tuple[Pool, Deployment, float]]:
+        """Each deployment to try in turn, started (in flight, its routing observed) and
+        with the time it started; the caller ends it. Read lazily: a context-window
+        failure (in `window`) passes over the pools that cannot be larger."""
+        for pool, deployment in self._attempts():
+            if self._skip(pool, window[0]):
+                continue
+            now = pool.clock()
+            pool.started(deployment, now)
+            if self._observer is not None:
+                self._observer.routed(self._public, deployment)
+            yield pool, deployment, now
+
     async def complete(
         self,
         messages: Sequence[Message],
@@ -296,13 +309,7 @@ class RoutedModel:
     ) -> ModelResponse:
         last: ModelError | None = None
         window: list[int | None] = [None]
-        for pool, deployment in self._attempts():
-            if self._skip(pool, window[0]):
-                continue
-            now = pool.clock()
-            pool.started(deployment, now)
-            if self._observer is not None:
-                self._observer.routed(self._public, deployment)
+        for pool, deployment, now in self._tries(window):
             try:
                 response = await deployment.model.complete(messages, tools, settings)
             except ModelError as exc:
@@ -327,13 +334,7 @@ class RoutedModel:
     ) -> AsyncIterator[ModelStreamEvent]:
         last: ModelError | None = None
         window: list[int | None] = [None]
-        for pool, deployment in self._attempts():
-            if self._skip(pool, window[0]):
-                continue
-            now = pool.clock()
-            pool.started(deployment, now)
-            if self._observer is not None:
-                self._observer.routed(self._public, deployment)
+        for pool, deployment, now in self._tries(window):
             events = deployment.model.stream(messages, tools, settings)
             try:
                 try:

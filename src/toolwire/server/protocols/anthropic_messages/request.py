@@ -26,6 +26,7 @@ from toolwire.server.protocols.anthropic_messages.transcript import parse_transc
 from toolwire.server.protocols.checks import field_error as _bad
 from toolwire.server.protocols.checks import (
     json_type,
+    message_array,
     optional_string,
     tool_array,
     tool_name,
@@ -90,18 +91,7 @@ def parse_messages_request(
             "max_tokens",
             "required: the most tokens the answer may take, e.g. 1024.",
         )
-    raw_messages = body.messages
-    if type(raw_messages) is not list or not raw_messages:
-        got = "an empty array" if raw_messages == [] else json_type(raw_messages)
-        raise _bad("messages", f"must be a non-empty array of messages, not {got}.")
-    if len(raw_messages) > limits.max_messages:
-        raise _bad(
-            "messages",
-            f"{len(raw_messages)} messages is more than this gateway's limit of "
-            f"{limits.max_messages} (limits.max_messages in its config); send fewer, e.g. "
-            "by summarising or trimming older turns.",
-            code="too_many_messages",
-        )
+    raw_messages = message_array(body.messages, limits.max_messages)
     tools = _tools(body.tools, limits.max_tools, server_tools)
     tool_choice, parallel = _tool_choice(body.tool_choice, tools, server_tools)
     transcript = parse_transcript(

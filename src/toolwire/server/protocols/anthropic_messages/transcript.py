@@ -28,7 +28,13 @@ from toolwire.models.messages import (
     UserMessage,
 )
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.protocols.checks import field_error, json_type, part_text, shown
+from toolwire.server.protocols.checks import (
+    field_error,
+    json_type,
+    part_text,
+    required_string,
+    shown,
+)
 from toolwire.tools.call import ToolCall
 
 __all__ = ["Transcript", "parse_system", "parse_transcript"]
@@ -118,13 +124,12 @@ def parse_transcript(system: Any, raw: Sequence[Any], *, strict_tool_results: bo
                 rest.append((n, block))
                 continue
             where = f"messages.{i}.content.{n}"
-            call_id = block.get("tool_use_id")
-            if type(call_id) is not str or not call_id:
-                raise field_error(
-                    f"{where}.tool_use_id",
-                    "a tool_result needs 'tool_use_id': the id of the tool_use it answers, "
-                    f"from the assistant message right before; got {shown(call_id)}.",
-                )
+            call_id = required_string(
+                block.get("tool_use_id"),
+                f"{where}.tool_use_id",
+                "a tool_result needs 'tool_use_id': the id of the tool_use it answers, "
+                "from the assistant message right before",
+            )
             content, is_error = _result_content(block, where)
             call = pending.pop(call_id, None)
             if call is None:
@@ -198,22 +203,18 @@ def _assistant(blocks: list[dict[str, Any]], i: int) -> AssistantMessage:
 
 
 def _tool_use(block: dict[str, Any], where: str, earlier: Sequence[ToolCall]) -> ToolCall:
-    call_id = block.get("id")
-    if type(call_id) is not str or not call_id:
-        raise field_error(
-            f"{where}.id", f"must be the call's id, a non-empty string; got {shown(call_id)}."
-        )
+    call_id = required_string(
+        block.get("id"), f"{where}.id", "must be the call's id, a non-empty string"
+    )
     if any(c.id == call_id for c in earlier):
         raise field_error(
             f"{where}.id",
             f"the id {call_id!r} is used by two tool_use blocks of this message; give each "
             "its own id, so that each tool_result answers exactly one call.",
         )
-    name = block.get("name")
-    if type(name) is not str or not name:
-        raise field_error(
-            f"{where}.name", f"must be the tool's name, a non-empty string; got {shown(name)}."
-        )
+    name = required_string(
+        block.get("name"), f"{where}.name", "must be the tool's name, a non-empty string"
+    )
     arguments = block.get("input", {})
     if type(arguments) is not dict:
         raise field_error(

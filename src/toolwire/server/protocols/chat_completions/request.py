@@ -20,17 +20,15 @@ from toolwire.models.messages import Message
 from toolwire.server.configuration.config import Dialect, LimitsConfig
 from toolwire.server.http.requests import validate_body
 from toolwire.server.protocols.chat_completions.transcript import parse_messages
-from toolwire.server.protocols.checks import (
-    check_tool_choice,
-    json_type,
-    optional_boolean,
-    optional_string,
-    tool_array,
-    tool_name,
-    tool_object,
-    tool_parameters,
-)
 from toolwire.server.protocols.checks import field_error as _bad
+from toolwire.server.protocols.checks import (
+    function_entries,
+    function_tool,
+    json_object,
+    json_type,
+    message_array,
+    openai_tool_choice,
+)
 from toolwire.server.protocols.checks import shown as _shown
 from toolwire.tools.tool import Tool
 
@@ -40,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["ChatRequest", "parse_chat_request", "read_chat_request"]
 
 _TOOL_CHOICES: Final = ("auto", "none", "required")
+_NAMED_CHOICE: Final = '{"type": "function", "function": {"name": "<tool name>"}}'
 _CONSUMED: Final = frozenset(
     {
         "model",
@@ -107,18 +106,7 @@ def parse_chat_request(
             f"toolwire returns one choice per request; omit 'n' or send 1 (got {body.n}).",
             code="unsupported_parameter",
         )
-    raw_messages = body.messages
-    if type(raw_messages) is not list or not raw_messages:
-        got = "an empty array" if raw_messages == [] else json_type(raw_messages)
-        raise _bad("messages", f"must be a non-empty array of messages, not {got}.")
-    if len(raw_messages) > limits.max_messages:
-        raise _bad(
-            "messages",
-            f"{len(raw_messages)} messages is more than this gateway's limit of "
-            f"{limits.max_messages} (limits.max_messages in its config); send fewer, e.g. "
-            "by summarising or trimming older turns.",
-            code="too_many_messages",
-        )
+    raw_messages = message_array(body.messages, limits.max_messages)
     tools = _tools(body.tools, limits.max_tools, server_tools)
     tool_choice = _tool_choice(body.tool_choice, tools, server_tools)
     transcript = parse_messages(
@@ -225,33 +213,17 @@ def _refuse_legacy(data: dict[str, Any]) -> None:
 def _tools(raw: Any, max_tools: int, server_tools: Collection[str]) -> tuple[Tool, ...]:
     tools: list[Tool] = []
     seen: dict[str, str] = {}
-    for n, raw_entry in enumerate(tool_array(raw, max_tools)):
-        where = f"tools[{n}]"
-        entry = tool_object(raw_entry, where)
-        kind = entry.get("type")
-        if kind != "function":
-            raise _bad(
-                f"{where}.type",
-                "only function tools are supported: "
-                '{"type": "function", "function": {"name": ..., "parameters": {...}}}; '
-                f"got {_shown(kind)}.",
-            )
-        function = entry.get("function")
-        if type(function) is not dict:
-            raise _bad(
-                f"{where}.function",
-                'must be an object {"name": ..., "description": ..., "parameters": {...}}, '
-                f"not {json_type(function)}.",
-            )
-        name = tool_name(function.get("name"), f"{where}.function.name", where, seen, server_tools)
-        description = optional_string(function.get("description"), f"{where}.function.description")
-        strict = optional_boolean(function.get("strict"), f"{where}.function.strict")
-        parameters = tool_parameters(
-            function.get("parameters"), f"{where}.function.parameters", name
+    need = (
+        "only function tools are supported: "
+        '{"type": "function", "function": {"name": ..., "parameters": {...}}}'
+    )
+    for where, entry in function_entries(raw, max_tools, need, code=None):
+        function = json_object(
+            entry.get("function"),
+            f"{where}.function",
+            '{"name": ..., "description": ..., "parameters": {...}}',
         )
-        tools.append(
-            Tool(name=name, description=description or "", input_schema=parameters, strict=strict)
-        )
+        tools.append(function_tool(function, f"{where}.function", where, seen, server_tools))
     return tuple(tools)
 
 
@@ -261,37 +233,16 @@ def _tools(raw: Any, max_tools: int, server_tools: Collection[str]) -> tuple[Too
 def _tool_choice(
     raw: Any, tools: Sequence[Tool], server_tools: Collection[str]
 ) -> ToolChoice | None:
-    if raw is None:
-        return None
-    if type(raw) is str:
-        if raw not in _TOOL_CHOICES:
-            raise _bad(
-                "tool_choice",
-                f"{_shown(raw)} is not a tool choice; use 'auto', 'none', 'required' or "
-                '{"type": "function", "function": {"name": "<tool name>"}}.',
-                code="invalid_tool_choice",
-            )
-        choice: str = raw
-    elif type(raw) is dict and raw.get("type") == "function":
-        function = raw.get("function")
-        name = function.get("name") if type(function) is dict else None
-        if type(name) is not str:
-            raise _bad(
-                "tool_choice.function.name",
-                'a named tool choice is {"type": "function", "function": {"name": '
-                f'"<tool name>"}}}}; the name is {_shown(name)}.',
-                code="invalid_tool_choice",
-            )
-        choice = name
-    else:
-        got = f"type {_shown(raw.get('type'))}" if type(raw) is dict else _shown(raw)
+    if type(raw) is str and raw not in _TOOL_CHOICES:
         raise _bad(
             "tool_choice",
-            "must be 'auto', 'none', 'required' or "
-            f'{{"type": "function", "function": {{"name": "<tool name>"}}}}; got {got}.',
+            f"{_shown(raw)} is not a tool choice; use 'auto', 'none', 'required' or "
+            f"{_NAMED_CHOICE}.",
             code="invalid_tool_choice",
         )
-    return check_tool_choice(choice, tools, server_tools, name_field="tool_choice.function.name")
+    return openai_tool_choice(
+        raw, tools, server_tools, shape=_NAMED_CHOICE, name_path=("function", "name")
+    )
 
 
 def read_chat_request(data: Any, gateway: Gateway) -> ChatRequest:

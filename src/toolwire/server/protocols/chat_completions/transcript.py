@@ -31,15 +31,20 @@ from toolwire.models.messages import (
 )
 from toolwire.server.configuration.config import Dialect
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.http.json_depth import text_too_deep
 from toolwire.server.protocols.checks import (
+    arguments_text,
     as_tool_request,
-    deep_arguments,
     field_error,
+    json_object,
     json_type,
     part_text,
+    part_type_error,
+    required_string,
+    result_name,
     shown,
     text_content,
+    text_parts,
+    user_parts,
 )
 from toolwire.tools.call import ToolCall
 
@@ -96,7 +101,7 @@ def parse_messages(
                 key = _call_id(item, i)
                 call = pending.pop(key, None)
             else:
-                key = _result_name(item, i)
+                key = result_name(item, f"messages[{i}]")
                 call = _pop_by_name(pending, key)
             content = text_content(item, f"messages[{i}]", role, part_type="text")
             if call is None:
@@ -134,14 +139,9 @@ def parse_messages(
 
 
 def _user(item: dict[str, Any], i: int) -> UserMessage:
-    content = item.get("content")
-    if type(content) is str:
+    content = user_parts(item, f"messages[{i}]")
+    if isinstance(content, str):
         return UserMessage(content=content)
-    if type(content) is not list:
-        raise field_error(
-            f"messages[{i}].content",
-            f"must be a string or an array of content parts, not {json_type(content)}.",
-        )
     texts: list[str] = []
     plain = True
     for n, part in enumerate(content):
@@ -151,13 +151,7 @@ def _user(item: dict[str, Any], i: int) -> UserMessage:
             texts.append(part_text(part, where))
             continue
         if kind not in _PART_PAYLOADS:
-            is_object = type(part) is dict
-            got = shown(kind) if is_object else json_type(part)
-            raise field_error(
-                f"{where}.type" if is_object else where,
-                f"a user content part must be an object whose 'type' is one of "
-                f"{_choices(USER_PART_TYPES)}; got {got}.",
-            )
+            raise part_type_error(part, where, USER_PART_TYPES)
         payload = part.get(kind)
         required = _PART_PAYLOADS[kind]
         if type(payload) is not dict or (
@@ -199,18 +193,13 @@ def _assistant_parts(content: Any, i: int) -> str:
             f"messages[{i}].content",
             f"must be a string, an array of text parts or null, not {json_type(content)}.",
         )
-    texts = []
-    for n, part in enumerate(content):
-        kind = part.get("type") if type(part) is dict else None
-        if kind == "text":
-            texts.append(part_text(part, f"messages[{i}].content[{n}]"))
-        elif kind != "refusal":
-            raise field_error(
-                f"messages[{i}].content[{n}]",
-                'an assistant content part must be {"type": "text", "text": ...} '
-                f"(or a 'refusal' part); got {shown(part)}.",
-            )
-    return "\n".join(texts)
+    return text_parts(
+        content,
+        f"messages[{i}].content",
+        ("text",),
+        'an assistant content part must be {"type": "text", "text": ...} (or a \'refusal\' part)',
+        skip="refusal",
+    )
 
 
 def _tool_calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
@@ -231,12 +220,9 @@ def _tool_calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
                 f"{where}.type",
                 f"only 'function' tool calls are supported; got {shown(kind)}.",
             )
-        call_id = entry.get("id")
-        if type(call_id) is not str or not call_id:
-            raise field_error(
-                f"{where}.id",
-                f"must be the call's id, a non-empty string; got {shown(call_id)}.",
-            )
+        call_id = required_string(
+            entry.get("id"), f"{where}.id", "must be the call's id, a non-empty string"
+        )
         if call_id in seen:
             raise field_error(
                 f"{where}.id",
@@ -245,52 +231,26 @@ def _tool_calls(raw: Any, i: int) -> tuple[ToolCall, ...]:
                 code="duplicate_tool_call_id",
             )
         seen.add(call_id)
-        function = entry.get("function")
-        if type(function) is not dict:
-            raise field_error(
-                f"{where}.function",
-                'must be an object {"name": ..., "arguments": "<JSON text>"}, '
-                f"not {json_type(function)}.",
-            )
-        name = function.get("name")
-        if type(name) is not str or not name:
-            raise field_error(
-                f"{where}.function.name",
-                f"must be the tool's name, a non-empty string; got {shown(name)}.",
-            )
-        arguments = function.get("arguments", "")
-        if type(arguments) is not str:
-            raise field_error(
-                f"{where}.function.arguments",
-                f"must be the arguments as JSON text (a string), not {json_type(arguments)}; "
-                'serialize the object, e.g. \'{"city": "Paris"}\'.',
-            )
-        if text_too_deep(arguments):
-            raise deep_arguments(f"{where}.function.arguments")
+        function = json_object(
+            entry.get("function"), f"{where}.function", '{"name": ..., "arguments": "<JSON text>"}'
+        )
+        name = required_string(
+            function.get("name"),
+            f"{where}.function.name",
+            "must be the tool's name, a non-empty string",
+        )
+        arguments = arguments_text(function.get("arguments", ""), f"{where}.function.arguments")
         calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
     return tuple(calls)
 
 
 def _call_id(item: dict[str, Any], i: int) -> str:
-    call_id = item.get("tool_call_id")
-    if type(call_id) is not str or not call_id:
-        raise field_error(
-            f"messages[{i}].tool_call_id",
-            "a tool message needs 'tool_call_id': the id of the call it answers, from "
-            f"the assistant message right before it; got {shown(call_id)}.",
-        )
-    return call_id
-
-
-def _result_name(item: dict[str, Any], i: int) -> str:
-    name = item.get("name")
-    if type(name) is not str or not name:
-        raise field_error(
-            f"messages[{i}].name",
-            "a tool_result message needs 'name': the name of the tool_request it answers; "
-            f"got {shown(name)}.",
-        )
-    return name
+    return required_string(
+        item.get("tool_call_id"),
+        f"messages[{i}].tool_call_id",
+        "a tool message needs 'tool_call_id': the id of the call it answers, from "
+        "the assistant message right before it",
+    )
 
 
 def _pop_by_name(pending: dict[str, ToolCall], name: str) -> ToolCall | None:

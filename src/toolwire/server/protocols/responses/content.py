@@ -9,10 +9,20 @@ send instead.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 from toolwire.models.messages import UserMessage
-from toolwire.server.protocols.checks import field_error, json_type, part_text, shown, text_content
+from toolwire.server.protocols.checks import (
+    field_error,
+    json_type,
+    part_text,
+    part_type_error,
+    string_or_parts,
+    text_content,
+    text_parts,
+    user_parts,
+)
 
 __all__ = ["assistant_text", "output_text", "plain_text", "user_message"]
 
@@ -20,14 +30,9 @@ _USER_PARTS: Final = ("input_text", "input_image", "input_file")
 
 
 def user_message(item: dict[str, Any], where: str) -> UserMessage:
-    content = item.get("content")
-    if type(content) is str:
+    content = user_parts(item, where)
+    if isinstance(content, str):
         return UserMessage(content=content)
-    if type(content) is not list:
-        raise field_error(
-            f"{where}.content",
-            f"must be a string or an array of content parts, not {json_type(content)}.",
-        )
     texts: list[str] = []
     parts: list[dict[str, Any]] = []
     plain = True
@@ -38,51 +43,60 @@ def user_message(item: dict[str, Any], where: str) -> UserMessage:
             text = part_text(part, at)
             texts.append(text)
             parts.append({"type": "text", "text": text})
-        elif kind == "input_image":
-            parts.append(_image_part(part, at))
-            plain = False
-        elif kind == "input_file":
-            parts.append(_file_part(part, at))
+        elif type(kind) is str and kind in _MEDIA:
+            parts.append(_media_part(part, at, _MEDIA[kind]))
             plain = False
         else:
-            got = shown(kind) if type(part) is dict else json_type(part)
-            raise field_error(
-                f"{at}.type" if type(part) is dict else at,
-                "a user content part must be an object whose 'type' is one of "
-                f"{', '.join(repr(t) for t in _USER_PARTS)}; got {got}.",
-            )
+            raise part_type_error(part, at, _USER_PARTS)
     # Text parts are separate blocks to the model: keep them apart when flattening.
     return UserMessage(content="\n".join(texts), parts=None if plain else tuple(parts))
 
 
-def _image_part(part: dict[str, Any], at: str) -> dict[str, Any]:
-    url = part.get("image_url")
-    if type(url) is not str or not url:
-        raise field_error(
-            f"{at}.image_url",
-            "an input_image needs 'image_url' (an https or data: URL); file ids need "
-            "OpenAI's file storage, which this gateway does not have.",
-        )
-    image: dict[str, Any] = {"url": url}
-    detail = part.get("detail")
-    if type(detail) is str:
-        image["detail"] = detail
-    return {"type": "image_url", "image_url": image}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Media:
+    """How a Responses image or file part becomes a Chat Completions part."""
+
+    source: str
+    """The part's field holding the URL or data (required, a non-empty string)."""
+    kind: str
+    """The Chat Completions part's type, which is also the key of its object."""
+    key: str
+    """The name of `source` in that object."""
+    option: str
+    """An optional string field copied as it is."""
+    advice: str
+    """The 400's message when `source` is missing."""
 
 
-def _file_part(part: dict[str, Any], at: str) -> dict[str, Any]:
-    data = part.get("file_data")
-    if type(data) is not str or not data:
-        raise field_error(
-            f"{at}.file_data",
-            "an input_file needs 'file_data' (the file as a data: URL); file ids and URLs "
-            "need OpenAI's file storage, which this gateway does not have.",
-        )
-    file: dict[str, Any] = {"file_data": data}
-    filename = part.get("filename")
-    if type(filename) is str:
-        file["filename"] = filename
-    return {"type": "file", "file": file}
+_MEDIA: Final = {
+    "input_image": _Media(
+        source="image_url",
+        kind="image_url",
+        key="url",
+        option="detail",
+        advice="an input_image needs 'image_url' (an https or data: URL); file ids need "
+        "OpenAI's file storage, which this gateway does not have.",
+    ),
+    "input_file": _Media(
+        source="file_data",
+        kind="file",
+        key="file_data",
+        option="filename",
+        advice="an input_file needs 'file_data' (the file as a data: URL); file ids and URLs "
+        "need OpenAI's file storage, which this gateway does not have.",
+    ),
+}
+
+
+def _media_part(part: dict[str, Any], at: str, media: _Media) -> dict[str, Any]:
+    value = part.get(media.source)
+    if type(value) is not str or not value:
+        raise field_error(f"{at}.{media.source}", media.advice)
+    payload: dict[str, Any] = {media.key: value}
+    option = part.get(media.option)
+    if type(option) is str:
+        payload[media.option] = option
+    return {"type": media.kind, media.kind: payload}
 
 
 def assistant_text(item: dict[str, Any], where: str) -> str | None:
@@ -94,18 +108,14 @@ def assistant_text(item: dict[str, Any], where: str) -> str | None:
             f"{where}.content",
             f"must be a string or an array of output_text parts, not {json_type(content)}.",
         )
-    texts: list[str] = []
-    for n, part in enumerate(content):
-        kind = part.get("type") if type(part) is dict else None
-        if kind in ("output_text", "input_text"):
-            texts.append(part_text(part, f"{where}.content[{n}]"))
-        elif kind != "refusal":
-            raise field_error(
-                f"{where}.content[{n}]",
-                'an assistant content part must be {"type": "output_text", "text": ...} '
-                f"(or a 'refusal' part); got {shown(part)}.",
-            )
-    return "\n".join(texts)
+    return text_parts(
+        content,
+        f"{where}.content",
+        ("output_text", "input_text"),
+        'an assistant content part must be {"type": "output_text", "text": ...} '
+        "(or a 'refusal' part)",
+        skip="refusal",
+    )
 
 
 def plain_text(item: dict[str, Any], where: str, role: str) -> str:
@@ -113,21 +123,11 @@ def plain_text(item: dict[str, Any], where: str, role: str) -> str:
 
 
 def output_text(item: dict[str, Any], where: str) -> str:
-    output = item.get("output")
-    if type(output) is str:
-        return output
-    if type(output) is list:
-        texts = []
-        for n, part in enumerate(output):
-            if type(part) is not dict or part.get("type") not in ("input_text", "output_text"):
-                raise field_error(
-                    f"{where}.output[{n}]",
-                    "a function_call_output here takes text only: a string or "
-                    f'{{"type": "input_text", "text": ...}} parts; got {shown(part)}.',
-                )
-            texts.append(part_text(part, f"{where}.output[{n}]"))
-        return "\n".join(texts)
-    raise field_error(
+    return string_or_parts(
+        item.get("output"),
         f"{where}.output",
-        f"must be the call's result as a string (or input_text parts), not {json_type(output)}.",
+        ("input_text", "output_text"),
+        part_need="a function_call_output here takes text only: a string or "
+        '{"type": "input_text", "text": ...} parts',
+        need="must be the call's result as a string (or input_text parts)",
     )

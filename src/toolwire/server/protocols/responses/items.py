@@ -33,14 +33,15 @@ from toolwire.models.messages import (
 )
 from toolwire.server.configuration.config import Dialect
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.http.json_depth import text_too_deep
-from toolwire.server.protocols.checks import as_tool_request as tool_request_call
 from toolwire.server.protocols.checks import (
-    deep_arguments,
+    arguments_text,
     field_error,
     json_type,
+    required_string,
+    result_name,
     shown,
 )
+from toolwire.server.protocols.checks import as_tool_request as tool_request_call
 from toolwire.server.protocols.responses.content import (
     assistant_text,
     output_text,
@@ -145,13 +146,11 @@ def parse_input(
             transcript.call(_function_call(item, where), f"{where}.call_id")
         elif kind == "function_call_output":
             transcript.current = None
-            call_id = item.get("call_id")
-            if type(call_id) is not str or not call_id:
-                raise field_error(
-                    f"{where}.call_id",
-                    "a function_call_output needs 'call_id': the id of the function_call "
-                    f"it answers; got {shown(call_id)}.",
-                )
+            call_id = required_string(
+                item.get("call_id"),
+                f"{where}.call_id",
+                "a function_call_output needs 'call_id': the id of the function_call it answers",
+            )
             transcript.output(call_id, output_text(item, where), f"{where}.call_id")
         elif kind == "message":
             transcript.current = None
@@ -239,13 +238,7 @@ class _Transcript:
             self.entries.append(turn)
             self.by_call[call.id] = turn
         elif role == "tool_result" and self.tool_request:
-            name = item.get("name")
-            if type(name) is not str or not name:
-                raise field_error(
-                    f"{where}.name",
-                    "a tool_result message needs 'name': the name of the tool_request it "
-                    f"answers; got {shown(name)}.",
-                )
+            name = result_name(item, where)
             self.output(self._oldest_waiting(name), plain_text(item, where, role), f"{where}.name")
         else:
             raise _role_error(role, where, self.tool_request)
@@ -280,37 +273,22 @@ class _Transcript:
 
 
 def _function_call(item: dict[str, Any], where: str) -> ToolCall:
-    call_id = item.get("call_id")
-    if type(call_id) is not str or not call_id:
-        raise field_error(
-            f"{where}.call_id",
-            f"must be the call's id, a non-empty string; got {shown(call_id)}.",
-        )
-    name = item.get("name")
-    if type(name) is not str or not name:
-        raise field_error(
-            f"{where}.name", f"must be the tool's name, a non-empty string; got {shown(name)}."
-        )
-    arguments = item.get("arguments", "")
-    if type(arguments) is not str:
-        raise field_error(
-            f"{where}.arguments",
-            f"must be the arguments as JSON text (a string), not {json_type(arguments)}; "
-            'serialize the object, e.g. \'{"city": "Paris"}\'.',
-        )
-    if text_too_deep(arguments):
-        raise deep_arguments(f"{where}.arguments")
+    call_id = required_string(
+        item.get("call_id"), f"{where}.call_id", "must be the call's id, a non-empty string"
+    )
+    name = required_string(
+        item.get("name"), f"{where}.name", "must be the tool's name, a non-empty string"
+    )
+    arguments = arguments_text(item.get("arguments", ""), f"{where}.arguments")
     return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
 def _answer(item: dict[str, Any], where: str) -> ApprovalAnswer:
-    approval_id = item.get("approval_request_id")
-    if type(approval_id) is not str or not approval_id:
-        raise field_error(
-            f"{where}.approval_request_id",
-            "must be the id of the mcp_approval_request item it answers; got "
-            f"{shown(approval_id)}.",
-        )
+    approval_id = required_string(
+        item.get("approval_request_id"),
+        f"{where}.approval_request_id",
+        "must be the id of the mcp_approval_request item it answers",
+    )
     approve = item.get("approve")
     if type(approve) is not bool:
         raise field_error(f"{where}.approve", f"must be true or false, not {json_type(approve)}.")

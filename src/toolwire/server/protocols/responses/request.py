@@ -25,22 +25,16 @@ from toolwire.models.base import ModelSettings, ToolChoice
 from toolwire.server.configuration.config import LimitsConfig
 from toolwire.server.http.requests import validate_body
 from toolwire.server.protocols.checks import (
-    check_tool_choice,
     field_error,
+    function_entries,
+    function_tool,
     json_type,
-    optional_boolean,
-    optional_string,
-    shown,
-    tool_array,
-    tool_name,
-    tool_object,
-    tool_parameters,
+    openai_tool_choice,
 )
 from toolwire.tools.tool import Tool
 
 __all__ = ["ResponsesRequest", "parse_responses_request"]
 
-_TOOL_CHOICES: Final = ("auto", "none", "required")
 _UNSUPPORTED: Final = {
     "background": "background responses are not supported; send the request without "
     "'background' and keep the connection (or stream).",
@@ -235,32 +229,21 @@ def _tools(
     tools: list[Tool] = []
     echo: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
-    for n, raw_entry in enumerate(tool_array(raw, max_tools)):
-        where = f"tools[{n}]"
-        entry = tool_object(raw_entry, where)
-        kind = entry.get("type")
-        if kind != "function":
-            raise field_error(
-                f"{where}.type",
-                "only function tools are supported (the gateway's own tools run inside "
-                'it): {"type": "function", "name": ..., "parameters": {...}}; got '
-                f"{shown(kind)}.",
-                code="unsupported_tool_type",
-            )
-        name = tool_name(entry.get("name"), f"{where}.name", where, seen, server_tools)
-        description = optional_string(entry.get("description"), f"{where}.description")
-        strict = optional_boolean(entry.get("strict"), f"{where}.strict")
-        parameters = tool_parameters(entry.get("parameters"), f"{where}.parameters", name)
-        tools.append(
-            Tool(name=name, description=description or "", input_schema=parameters, strict=strict)
-        )
+    need = (
+        "only function tools are supported (the gateway's own tools run inside it): "
+        '{"type": "function", "name": ..., "parameters": {...}}'
+    )
+    for where, entry in function_entries(raw, max_tools, need, code="unsupported_tool_type"):
+        tool = function_tool(entry, where, where, seen, server_tools)
+        tools.append(tool)
         echo.append(
             {
                 "type": "function",
-                "name": name,
-                "description": description,
-                "parameters": parameters,
-                "strict": strict,
+                "name": tool.name,
+                # As sent (checked to be a string or absent): `Tool` keeps "" for absent.
+                "description": entry.get("description"),
+                "parameters": tool.input_schema,
+                "strict": tool.strict,
             }
         )
     return tuple(tools), echo
@@ -269,26 +252,10 @@ def _tools(
 def _tool_choice(
     raw: Any, tools: Sequence[Tool], server_tools: Collection[str]
 ) -> ToolChoice | None:
-    if raw is None:
-        return None
-    if type(raw) is str and raw in _TOOL_CHOICES:
-        choice: str = raw
-    elif type(raw) is dict and raw.get("type") == "function":
-        name = raw.get("name")
-        if type(name) is not str:
-            raise field_error(
-                "tool_choice.name",
-                'a named tool choice is {"type": "function", "name": "<tool name>"}; the '
-                f"name is {shown(name)}.",
-                code="invalid_tool_choice",
-            )
-        choice = name
-    else:
-        got = f"type {shown(raw.get('type'))}" if type(raw) is dict else shown(raw)
-        raise field_error(
-            "tool_choice",
-            "must be 'auto', 'none', 'required' or "
-            f'{{"type": "function", "name": "<tool name>"}}; got {got}.',
-            code="invalid_tool_choice",
-        )
-    return check_tool_choice(choice, tools, server_tools, name_field="tool_choice.name")
+    return openai_tool_choice(
+        raw,
+        tools,
+        server_tools,
+        shape='{"type": "function", "name": "<tool name>"}',
+        name_path=("name",),
+    )
