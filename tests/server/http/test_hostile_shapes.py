@@ -239,6 +239,34 @@ async def test_a_non_string_item_type_is_a_400_naming_the_field(
     assert "the item type is" in error["message"]
 
 
+PART_DOORS = {
+    "/v1/chat/completions": lambda part: {"messages": [{"role": "user", "content": [part]}]},
+    "/v1/responses": lambda part: {
+        "input": [{"role": "user", "content": [part]}],
+        "store": False,
+    },
+    "/v1/messages": lambda part: {
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": [part]}],
+    },
+}
+
+
+@pytest.mark.parametrize("path", sorted(PART_DOORS))
+@pytest.mark.parametrize("kind", [[], ["text"], {}, {"a": 1}, 1, None])
+async def test_a_content_part_whose_type_is_not_a_string_is_a_400(
+    gateway: GatewayFactory, path: str, kind: Any
+) -> None:
+    body = {"model": MODEL, **PART_DOORS[path]({"type": kind, "text": "hi"})}
+    async with gateway(CONFIG) as client:
+        response = await client.post(path, json=body)
+    assert response.status_code == 400, response.text
+    if path == "/v1/messages":
+        assert response.json()["error"]["type"] == "invalid_request_error"
+    else:
+        assert "content" in openai_error(response, 400)["param"]
+
+
 # --- 3. client text in response headers: bounded, encoded summaries ------------------------
 
 HOSTILE_NAMES = ["€uro", "a\r\nSet-Cookie: x=1", "nul\x00byte", "x" * 100_000, "日本"]

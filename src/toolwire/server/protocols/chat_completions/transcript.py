@@ -150,7 +150,7 @@ def _user(item: dict[str, Any], i: int) -> UserMessage:
         if kind == "text":
             texts.append(part_text(part, where))
             continue
-        if kind not in _PART_PAYLOADS:
+        if type(kind) is not str or kind not in _PART_PAYLOADS:
             raise part_type_error(part, where, USER_PART_TYPES)
         payload = part.get(kind)
         required = _PART_PAYLOADS[kind]
