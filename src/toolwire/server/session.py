@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -24,11 +25,13 @@ from typing import Any, Generic, Protocol, TypeVar
 from starlette.requests import Request
 from starlette.responses import Response
 
+from toolwire import tracing
 from toolwire.agent import AgentEvent, Done, RunConflict
 from toolwire.agent.result import RunResult
 from toolwire.agent.state import message_from_json, message_to_json
-from toolwire.models import Model, ModelError
+from toolwire.models import Model, ModelError, ModelResponse
 from toolwire.models.base import ModelSettings
+from toolwire.models.events import ModelDelta
 from toolwire.models.messages import AssistantMessage, Message, ToolMessage
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.errors import GatewayError, store_error, upstream_error
@@ -43,6 +46,7 @@ from toolwire.tools import ToolContext
 from toolwire.tools.tool import Tool
 
 __all__ = [
+    "Answer",
     "Door",
     "Events",
     "OnDone",
@@ -52,6 +56,8 @@ __all__ = [
     "RunRequest",
     "RunWriter",
     "Session",
+    "Turn",
+    "TurnWriter",
     "failure",
     "resume",
     "serve",
@@ -132,6 +138,34 @@ class RunWriter(Protocol):
         ...
 
 
+class TurnWriter(Protocol):
+    """One model turn → one protocol's wire, for a gateway without server tools: its
+    deltas pass through as the upstream writes them."""
+
+    @property
+    def streaming(self) -> bool: ...
+
+    def opening(self) -> bytes: ...
+
+    def delta(self, event: ModelDelta) -> bytes: ...
+
+    def close(self, response: ModelResponse) -> bytes:
+        """A stream's last content, before the turn is kept (`Turn.on_done`)."""
+        ...
+
+    def end(self, response: ModelResponse) -> bytes:
+        """A stream's last bytes, once it is kept."""
+        ...
+
+    def failed(self, error: GatewayError) -> bytes:
+        """The last event of a stream that failed after it started."""
+        ...
+
+    def whole(self, response: ModelResponse) -> dict[str, Any]:
+        """The whole answer of a turn that was not streamed."""
+        ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Reply:
     """How a run's answer is written, whichever door writes it."""
@@ -147,16 +181,14 @@ class Reply:
 
 R = TypeVar("R", bound=ReadRequest)
 
-Direct = Callable[[Request, Gateway, Model, R, dict[str, str]], Awaitable[Response]]
-
 
 @dataclass(frozen=True, slots=True)
 class Door(Generic[R]):
     """A front door as the session sees it: how its protocol is read and written.
 
     `read` turns a request body into the door's request (every client mistake a 400
-    naming the field); `writer` writes a run's events in the protocol; `direct` answers
-    a gateway without server tools (one model turn, passed through as it streams).
+    naming the field); `writer` writes a run's events in the protocol, and `turn` one
+    model turn's (a gateway without server tools passes the upstream's answer through).
     """
 
     name: str
@@ -164,7 +196,7 @@ class Door(Generic[R]):
     read: Callable[[Any, Gateway], R]
     reply: Callable[[R], Reply]
     writer: Callable[[Shown, Reply], RunWriter]
-    direct: Direct[R]
+    turn: Callable[[Reply], TurnWriter]
     shutdown_event: Callable[[str], bytes]
     """The event that ends a stream the gateway's drain interrupted."""
     headers: Callable[[R, ToolContext], dict[str, str]] | None = None
@@ -189,19 +221,22 @@ async def serve(request: Request, door: Door[Any]) -> Response:
     headers = dropped_header(read.dropped_results)
     if door.headers is not None:
         headers.update(door.headers(read, caller.ctx))
+    reply = door.reply(read)
+    answer: Answer
     if not gateway.server_tool_names:
-        return await door.direct(request, gateway, model, read, headers)
-    new = RunRequest(
-        door=door.name,
-        model=read.model,
-        messages=read.messages,
-        tools=read.tools,
-        settings=read.settings,
-        stream=read.stream,
-    )
-    run = await start(gateway, caller.ctx, new)
-    writer = door.writer(gateway.shown_arguments, door.reply(read))
-    return await Session(gateway, run, writer).respond(request, headers, door.shutdown_event)
+        answer = Turn(gateway, model, read.messages, read.tools, read.settings, door.turn(reply))
+    else:
+        new = RunRequest(
+            door=door.name,
+            model=read.model,
+            messages=read.messages,
+            tools=read.tools,
+            settings=read.settings,
+            stream=read.stream,
+        )
+        run = await start(gateway, caller.ctx, new)
+        answer = Session(gateway, run, door.writer(gateway.shown_arguments, reply))
+    return await answer.respond(request, headers, door.shutdown_event)
 
 
 @dataclass(slots=True)
@@ -296,7 +331,137 @@ async def resume(
     return Run(replay(), stream, remember)
 
 
-class Session:
+class Answer:
+    """What a request is answered with: a stream, or one whole body."""
+
+    streaming: bool
+
+    async def respond(
+        self, request: Request, headers: dict[str, str], on_shutdown: Callable[[str], bytes]
+    ) -> Response:
+        """The HTTP answer: the stream (ended by `on_shutdown`'s event if the gateway
+        drains), or the whole answer unless the client left first."""
+        if self.streaming:
+            return await stream_response(self.stream(), headers, request, on_shutdown=on_shutdown)
+        return json_response(await unless_disconnected(request, self.whole()), headers=headers)
+
+    def stream(self) -> AsyncIterator[bytes]:
+        raise NotImplementedError
+
+    async def whole(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class Turn(Answer):
+    """One model turn through a door's `TurnWriter`: a gateway without server tools.
+
+    The one copy of the pass-through rules: nothing is sent before the upstream's first
+    event (a refusal keeps its real status), a failure after it ends the stream with the
+    protocol's error event, and an upstream that stops without its final response is an
+    error, never a truncated answer.
+    """
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        model: Model,
+        messages: Sequence[Message],
+        tools: Sequence[Tool],
+        settings: ModelSettings,
+        writer: TurnWriter,
+        on_done: Callable[[ModelResponse], Awaitable[None]] | None = None,
+    ) -> None:
+        """
+        Args:
+            on_done: Keeps the turn (a stored response) before its last bytes go out.
+        """
+        self.gateway = gateway
+        self.model = model
+        self.messages = messages
+        self.tools = tools
+        self.settings = settings
+        self.writer = writer
+        self.on_done = on_done
+        self.streaming = writer.streaming
+
+    async def whole(self) -> dict[str, Any]:
+        """The whole answer.
+
+        Raises:
+            GatewayError: The upstream or the store failed.
+        """
+        started = time.time_ns()
+        try:
+            response = await self.model.complete(self.messages, self.tools, self.settings)
+        except ModelError as exc:
+            raise upstream_error(exc, self.gateway.redact) from None
+        _traced(self.model, started, response)
+        body = self.writer.whole(response)
+        await self._keep(response)
+        return body
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        """The answer's bytes as the upstream writes them."""
+        writer = self.writer
+        started = time.time_ns()
+        events = self.model.stream(self.messages, self.tools, self.settings)
+        opened = False
+        response: ModelResponse | None = None
+        try:
+            async for event in events:
+                if isinstance(event, ModelResponse):
+                    response = event
+                    break
+                if opened:
+                    chunk = writer.delta(event)
+                else:
+                    opened = True
+                    chunk = writer.opening() + writer.delta(event)
+                if chunk:
+                    yield chunk
+        except ModelError as exc:
+            error = upstream_error(exc, self.gateway.redact)
+            if not opened:
+                raise error from None
+            logger.warning("upstream failed mid-stream: %s", error.message)
+            yield writer.failed(error)
+            return
+        finally:
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        if response is None:
+            early = GatewayError(502, "The upstream ended its answer early.", type="upstream_error")
+            if not opened:
+                raise early
+            yield writer.failed(early)
+            return
+        _traced(self.model, started, response)
+        out = (b"" if opened else writer.opening()) + writer.close(response)
+        try:
+            await self._keep(response)
+        except GatewayError as error:
+            yield out + writer.failed(error)
+            return
+        yield out + writer.end(response)
+
+    async def _keep(self, response: ModelResponse) -> None:
+        if self.on_done is None:
+            return
+        try:
+            await self.on_done(response)
+        except StoreError as exc:
+            raise store_error(exc) from None
+
+
+def _traced(model: Model, started: int, response: ModelResponse) -> None:
+    usage = response.usage
+    tracing.model_turn(
+        model.name, started, response.finish_reason, usage.input_tokens, usage.output_tokens
+    )
+
+
+class Session(Answer):
     """One run through one writer; keeps the run's result."""
 
     def __init__(self, gateway: Gateway, run: Run, writer: RunWriter) -> None:
@@ -304,15 +469,7 @@ class Session:
         self.run = run
         self.writer = writer
         self.result: RunResult | None = None
-
-    async def respond(
-        self, request: Request, headers: dict[str, str], on_shutdown: Callable[[str], bytes]
-    ) -> Response:
-        """The HTTP answer: the stream (ended by `on_shutdown`'s event if the gateway
-        drains), or the whole answer unless the client left first."""
-        if self.writer.streaming:
-            return await stream_response(self.stream(), headers, request, on_shutdown=on_shutdown)
-        return json_response(await unless_disconnected(request, self.whole()), headers=headers)
+        self.streaming = writer.streaming
 
     async def whole(self) -> dict[str, Any]:
         """The whole answer.

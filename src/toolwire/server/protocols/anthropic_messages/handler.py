@@ -1,9 +1,10 @@
 """`POST /v1/messages` and `POST /v1/messages/count_tokens`: the Anthropic Messages API.
 
-Two paths, chosen as on the chat endpoint by whether the gateway has server tools:
+Two paths, chosen by the session as on the chat endpoint, by whether the gateway has
+server tools:
 
 - **Direct**: one model turn. Text streams as the upstream writes it; each tool call is
-  written whole once the turn is complete (see `wire.MessageWriter`).
+  written whole once the turn is complete (see `wire.MessagesTurnWriter`).
 - **Agent** (`toolwire.server.session`): the loop runs server tools inside the gateway
   until the model answers or calls a client tool (see `wire.MessagesRunWriter`).
 
@@ -15,16 +16,14 @@ accepted as `x-api-key` (what the SDK sends) or `Authorization: Bearer`.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from toolwire.models import Model, ModelContentDelta, ModelError, ModelReasoningDelta, ModelResponse
 from toolwire.server.gateway import Gateway
-from toolwire.server.http.errors import GatewayError, upstream_error
+from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.requests import read_json
 from toolwire.server.http.responses import (
     IGNORED_HEADER,
@@ -33,8 +32,6 @@ from toolwire.server.http.responses import (
 )
 from toolwire.server.http.streaming import (
     ClientGone,
-    stream_response,
-    unless_disconnected,
 )
 from toolwire.server.keys.caller import authenticate, gateway_of
 from toolwire.server.protocols.anthropic_messages.request import (
@@ -45,10 +42,9 @@ from toolwire.server.protocols.anthropic_messages.request import (
 from toolwire.server.protocols.anthropic_messages.tokens import estimate_tokens
 from toolwire.server.protocols.anthropic_messages.wire import (
     MessagesRunWriter,
-    MessageWriter,
+    MessagesTurnWriter,
     error_body,
-    new_message_id,
-    stop_reason,
+    shutdown_event,
 )
 from toolwire.server.session import Door, Reply, serve
 from toolwire.tools import ToolContext
@@ -61,25 +57,6 @@ logger = logging.getLogger("toolwire.server")
 def _headers(req: MessagesRequest, ctx: ToolContext) -> dict[str, str]:
     """Anthropic's `request-id`, and the fields the gateway did not interpret."""
     return {"request-id": str(ctx.metadata["request_id"]), **ignored_header(req.ignored_fields)}
-
-
-async def _direct(
-    request: Request, gateway: Gateway, model: Model, req: MessagesRequest, headers: dict[str, str]
-) -> Response:
-    writer = MessageWriter(
-        id=new_message_id(), model=req.model, stream=req.stream, thinking=req.thinking
-    )
-    if req.stream:
-        stream = _direct_stream(model, req, writer, gateway.redact)
-        return await stream_response(stream, headers, request, on_shutdown=_shutdown_event)
-    body = await unless_disconnected(request, _direct_complete(model, req, writer, gateway.redact))
-    return json_response(body, headers=headers)
-
-
-def _shutdown_event(message: str) -> bytes:
-    # Anthropic ends a failed stream with `event: error`; `overloaded_error` is its word
-    # for "temporarily unable, retry".
-    return MessageWriter.error(error_body(GatewayError(503, message, type="overloaded_error")))
 
 
 async def count_tokens(request: Request, gateway: Gateway) -> Response:
@@ -99,78 +76,14 @@ async def count_tokens(request: Request, gateway: Gateway) -> Response:
     return json_response({"input_tokens": estimate_tokens(req.messages, tools)})
 
 
-# --- direct: one model turn ----------------------------------------------------------------
-
-
-async def _direct_complete(
-    model: Model, req: MessagesRequest, writer: MessageWriter, redact: Callable[[str], str]
-) -> dict[str, Any]:
-    try:
-        response = await model.complete(req.messages, req.tools, req.settings)
-    except ModelError as exc:
-        raise upstream_error(exc, redact) from None
-    writer.reasoning(response.message.reasoning or "")
-    writer.text(response.message.content or "")
-    _end(writer, response)
-    return writer.message()
-
-
-async def _direct_stream(
-    model: Model, req: MessagesRequest, writer: MessageWriter, redact: Callable[[str], str]
-) -> AsyncIterator[bytes]:
-    events = model.stream(req.messages, req.tools, req.settings)
-    opened = False
-    try:
-        async for event in events:
-            if not opened:
-                opened = True
-                yield writer.start()
-            chunk = b""
-            if isinstance(event, ModelContentDelta):
-                chunk = writer.text(event.text)
-            elif isinstance(event, ModelReasoningDelta):
-                chunk = writer.reasoning(event.text)
-            elif isinstance(event, ModelResponse):
-                yield _end(writer, event)
-                return
-            # Tool-call deltas are not forwarded: the calls are written whole from the
-            # final response, whose arguments are the authoritative (assembled, parsed,
-            # repaired) ones.
-            if chunk:
-                yield chunk
-    except ModelError as exc:
-        error = upstream_error(exc, redact)
-        if not opened:
-            raise error from None
-        logger.warning("upstream failed mid-stream: %s", error.message)
-        yield writer.error(error_body(error))
-        return
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    # A model that ends without its response broke the protocol; say so, never truncate.
-    early = GatewayError(502, "The upstream ended its answer early.", type="api_error")
-    if not opened:
-        raise early
-    yield writer.error(error_body(early))
-
-
-def _end(writer: MessageWriter, response: ModelResponse) -> bytes:
-    out = b""
-    for call in response.message.tool_calls:
-        out += writer.tool_use(call)
-    return out + writer.finish(stop_reason(response.finish_reason), response.usage)
-
-
 DOOR: Door[MessagesRequest] = Door(
     name="messages",
     read=read_messages_request,
     reply=lambda req: Reply(model=req.model, stream=req.stream, thinking=req.thinking),
     headers=_headers,
     writer=MessagesRunWriter,
-    direct=_direct,
-    shutdown_event=_shutdown_event,
+    turn=MessagesTurnWriter,
+    shutdown_event=shutdown_event,
 )
 
 

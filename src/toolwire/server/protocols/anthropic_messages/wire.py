@@ -31,7 +31,14 @@ import orjson
 
 from toolwire.agent import AgentEvent, ReasoningDelta, TextDelta, ToolCallResult
 from toolwire.agent.result import RunResult
-from toolwire.models import FinishReason, Usage
+from toolwire.models import (
+    FinishReason,
+    ModelContentDelta,
+    ModelDelta,
+    ModelReasoningDelta,
+    ModelResponse,
+    Usage,
+)
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.run_view import TURN_SEPARATOR, Shown, event_payload, run_extension, run_status
 from toolwire.server.session import Reply
@@ -41,10 +48,12 @@ __all__ = [
     "ERROR_TYPES",
     "MessageWriter",
     "MessagesRunWriter",
+    "MessagesTurnWriter",
     "error_body",
     "error_type",
     "input_object",
     "new_message_id",
+    "shutdown_event",
     "stop_reason",
     "usage_json",
 ]
@@ -324,6 +333,57 @@ class MessageWriter:
             return b""
         index = len(self._blocks) - 1
         return _event("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+def shutdown_event(message: str) -> bytes:
+    """The event that ends a stream a shutdown interrupted: Anthropic ends a failed stream
+    with `event: error`, and `overloaded_error` is its word for "temporarily unable"."""
+    return MessageWriter.error(error_body(GatewayError(503, message, type="overloaded_error")))
+
+
+# --- one model turn, passed through -------------------------------------------------------
+
+
+class MessagesTurnWriter:
+    """One model turn as one message: text and thinking stream as the upstream writes
+    them; each tool call is written whole once the turn is complete."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.writer = MessageWriter(
+            id=new_message_id(), model=reply.model, stream=reply.stream, thinking=reply.thinking
+        )
+        self.streaming = reply.stream
+
+    def opening(self) -> bytes:
+        return self.writer.start()
+
+    def delta(self, event: ModelDelta) -> bytes:
+        if isinstance(event, ModelContentDelta):
+            return self.writer.text(event.text)
+        if isinstance(event, ModelReasoningDelta):
+            return self.writer.reasoning(event.text)
+        # Tool-call deltas are not forwarded: the calls are written whole from the final
+        # response, whose arguments are the authoritative (assembled, parsed, repaired) ones.
+        return b""
+
+    def close(self, response: ModelResponse) -> bytes:
+        writer = self.writer
+        out = b""
+        for call in response.message.tool_calls:
+            out += writer.tool_use(call)
+        return out + writer.finish(stop_reason(response.finish_reason), response.usage)
+
+    def end(self, response: ModelResponse) -> bytes:
+        return b""
+
+    def failed(self, error: GatewayError) -> bytes:
+        return MessageWriter.error(error_body(error))
+
+    def whole(self, response: ModelResponse) -> dict[str, Any]:
+        self.writer.reasoning(response.message.reasoning or "")
+        self.writer.text(response.message.content or "")
+        self.close(response)
+        return self.writer.message()
 
 
 # --- a run's events ------------------------------------------------------------------------

@@ -23,7 +23,17 @@ import orjson
 
 from toolwire.agent import AgentEvent, ReasoningDelta, TextDelta, ToolCallResult
 from toolwire.agent.result import RunResult
-from toolwire.models import AssistantMessage, FinishReason, Usage
+from toolwire.models import (
+    AssistantMessage,
+    FinishReason,
+    ModelContentDelta,
+    ModelDelta,
+    ModelReasoningDelta,
+    ModelResponse,
+    ModelToolCallArgsDelta,
+    ModelToolCallStart,
+    Usage,
+)
 from toolwire.server.http.errors import GatewayError, error_body
 from toolwire.server.run_view import (
     TURN_SEPARATOR,
@@ -38,9 +48,11 @@ from toolwire.tools import ToolCall
 __all__ = [
     "DONE",
     "ChatRunWriter",
+    "ChatTurnWriter",
     "ChunkWriter",
     "completion_body",
     "new_completion_id",
+    "shutdown_event",
     "tool_calls_json",
     "usage_json",
 ]
@@ -183,6 +195,64 @@ class ChunkWriter:
         return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
+def shutdown_event(message: str) -> bytes:
+    """The error event that ends a stream a shutdown interrupted."""
+    return ChunkWriter.error(error_body(message, type="server_error", code="shutting_down"))
+
+
+# --- one model turn, passed through -------------------------------------------------------
+
+
+class ChatTurnWriter:
+    """One model turn as chunks, one for one as the upstream writes them (a client tool
+    call streams its arguments as they arrive), or one whole `chat.completion`."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.model = reply.model
+        self.chunks = ChunkWriter(id=new_completion_id(), model=reply.model)
+        self.streaming = reply.stream
+        self.include_usage = reply.include_usage
+
+    def opening(self) -> bytes:
+        return self.chunks.role()
+
+    def delta(self, event: ModelDelta) -> bytes:
+        chunks = self.chunks
+        if isinstance(event, ModelContentDelta):
+            return chunks.content(event.text) if event.text else b""
+        if isinstance(event, ModelReasoningDelta):
+            return chunks.reasoning(event.text) if event.text else b""
+        if isinstance(event, ModelToolCallStart):
+            return chunks.tool_call_start(event.index, event.id, event.name)
+        if isinstance(event, ModelToolCallArgsDelta) and event.text:
+            return chunks.tool_call_arguments(event.index, event.text)
+        return b""
+
+    def close(self, response: ModelResponse) -> bytes:
+        out = self.chunks.finish(response.finish_reason)
+        return out + self.chunks.usage(response.usage) if self.include_usage else out
+
+    def end(self, response: ModelResponse) -> bytes:
+        return DONE
+
+    def failed(self, error: GatewayError) -> bytes:
+        return _failed(error)
+
+    def whole(self, response: ModelResponse) -> dict[str, Any]:
+        return completion_body(
+            id=new_completion_id(),
+            model=self.model,
+            message=response.message,
+            finish_reason=response.finish_reason,
+            usage=response.usage,
+        )
+
+
+def _failed(error: GatewayError) -> bytes:
+    payload = error_body(error.message, type=error.type, param=error.param, code=error.code)
+    return ChunkWriter.error(payload) + DONE
+
+
 # --- a run's events ------------------------------------------------------------------------
 
 
@@ -228,8 +298,7 @@ class ChatRunWriter:
         return b"".join(_finish(result, self.chunks, self.include_usage, self.shown))
 
     def failed(self, error: GatewayError) -> bytes:
-        payload = error_body(error.message, type=error.type, param=error.param, code=error.code)
-        return ChunkWriter.error(payload) + DONE
+        return _failed(error)
 
     def whole(self, result: RunResult) -> dict[str, Any]:
         message, finish = _final_message(result)

@@ -17,7 +17,7 @@ the runner execute, `translate` and `wire` write.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -25,12 +25,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from toolwire.agent.result import RunResult
-from toolwire.models.messages import AssistantMessage, SystemMessage
+from toolwire.models import ModelResponse
+from toolwire.models.messages import SystemMessage
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.errors import GatewayError, store_error
 from toolwire.server.http.requests import read_json
 from toolwire.server.http.responses import dropped_header, json_response
-from toolwire.server.http.streaming import stream_response, unless_disconnected
 from toolwire.server.keys.access import decide, may_see, may_see_run
 from toolwire.server.keys.caller import Caller, authenticate, gateway_of
 from toolwire.server.protocols.checks import field_error
@@ -46,8 +46,7 @@ from toolwire.server.protocols.responses.state import (
 from toolwire.server.protocols.responses.translate import (
     CallInfo,
     ResponsesRunWriter,
-    collect,
-    model_response,
+    ResponsesTurnWriter,
 )
 from toolwire.server.protocols.responses.wire import (
     DEFAULT_ECHO,
@@ -55,15 +54,13 @@ from toolwire.server.protocols.responses.wire import (
     new_id,
     response_head,
 )
-from toolwire.server.session import Run, RunRequest, Session, resume, start
+from toolwire.server.session import Answer, Run, RunRequest, Session, Turn, resume, start
 from toolwire.store.base import ApprovalRecord, RunRecord, StoreError
 
 __all__ = ["DOOR", "resume_answer", "routes"]
 
 DOOR = "responses"
 """This door's name in a run's state."""
-
-Body = tuple[AsyncIterator[bytes], ResponseWriter]
 
 
 async def _create(request: Request) -> Response:
@@ -86,7 +83,7 @@ async def _create(request: Request) -> Response:
         dialect=gateway.config.dialect,
     )
     if given.answers:
-        body, writer = await _continue(gateway, caller, req, previous, given)
+        answer, writer = await _continue(gateway, caller, req, previous, given)
     elif previous is not None and previous.approvals:
         raise GatewayError(
             400,
@@ -98,25 +95,14 @@ async def _create(request: Request) -> Response:
             code="approval_required",
         )
     else:
-        body, writer = await _start(gateway, caller, req, previous, given)
+        answer, writer = await _start(gateway, caller, req, previous, given)
     headers = dropped_header(given.dropped_results)
-    return await _respond(request, body, writer, headers, stream=req.stream)
+    return await answer.respond(request, headers, _shutdown_event(writer))
 
 
-async def _respond(
-    request: Request,
-    body: AsyncIterator[bytes],
-    writer: ResponseWriter,
-    headers: dict[str, str],
-    *,
-    stream: bool,
-) -> Response:
-    if stream:
-        return await stream_response(
-            body, headers, request, on_shutdown=lambda m: writer.failed(m, code="shutting_down")
-        )
-    payload = await unless_disconnected(request, collect(body, writer))
-    return json_response(payload, headers=headers)
+def _shutdown_event(writer: ResponseWriter) -> Callable[[str], bytes]:
+    """The `response.failed` event that ends a stream a shutdown interrupted."""
+    return lambda message: writer.failed(message, code="shutting_down")
 
 
 async def _start(
@@ -125,7 +111,7 @@ async def _start(
     req: ResponsesRequest,
     previous: StoredResponse | None,
     given: Input,
-) -> Body:
+) -> tuple[Answer, ResponseWriter]:
     """A new model turn or agent run over the previous conversation and the input."""
     ctx = caller.ctx
     ttl = gateway.config.memory_ttl
@@ -137,27 +123,22 @@ async def _start(
         if req.store:
             await _ready(gateway)
         conversation = (*history, *given.messages)
+        out = ResponsesTurnWriter(writer)
 
-        async def on_turn(response: dict[str, Any], message: AssistantMessage) -> None:
-            if req.store:
-                stored = StoredResponse(
-                    response=response,
-                    messages=(*conversation, message),
-                    client_calls=message.tool_calls,
-                )
-                await save(gateway.store, caller.name, stored, ttl)
+        async def keep(response: ModelResponse) -> None:
+            assert out.response is not None
+            message = response.message
+            stored = StoredResponse(
+                response=out.response,
+                messages=(*conversation, message),
+                client_calls=message.tool_calls,
+            )
+            await save(gateway.store, caller.name, stored, ttl)
 
-        turn = model_response(
-            gateway.models[req.model],
-            (*instructions, *conversation),
-            req.tools,
-            req.settings,
-            writer,
-            stream=req.stream,
-            redact=gateway.redact,
-            on_done=on_turn,
-        )
-        return turn, writer
+        model = gateway.models[req.model]
+        messages = (*instructions, *conversation)
+        on_done = keep if req.store else None
+        return Turn(gateway, model, messages, req.tools, req.settings, out, on_done), writer
     # A client that sends the whole conversation back gets the gateway's own steps
     # restored, as on the chat endpoint; a stored history has them already.
     run = await start(
@@ -173,9 +154,10 @@ async def _start(
             prefix=(*instructions, *history),
         ),
     )
-    return _answer(
+    session = _answer(
         gateway, run, writer, owner=caller.name, store=req.store, prefix=len(instructions)
     )
+    return session, writer
 
 
 async def _continue(
@@ -184,7 +166,7 @@ async def _continue(
     req: ResponsesRequest,
     previous: StoredResponse | None,
     given: Input,
-) -> Body:
+) -> tuple[Answer, ResponseWriter]:
     """Decide the previous response's approvals and go on with its paused run."""
     paused = _answering(previous, given)
     await _ready(gateway)
@@ -214,7 +196,7 @@ async def _continue(
     head = response_head(id=new_id("resp"), model=record.model or req.model, echo=req.echo)
     writer = ResponseWriter(head, stream=req.stream)
     calls = _approved_calls(gateway, records)
-    return _answer(
+    session = _answer(
         gateway,
         run,
         writer,
@@ -223,6 +205,7 @@ async def _continue(
         prefix=paused.run_prefix,
         calls=calls,
     )
+    return session, writer
 
 
 def _answering(previous: StoredResponse | None, given: Input) -> StoredResponse:
@@ -312,7 +295,7 @@ def _answer(
     store: bool,
     prefix: int,
     calls: Mapping[str, CallInfo] | None = None,
-) -> Body:
+) -> Session:
     """A run's response; kept (unless `store` is false) before its last event, so the
     client can continue from it at once."""
     out = ResponsesRunWriter(writer, gateway.shown_arguments, calls)
@@ -329,8 +312,7 @@ def _answer(
     # No waiting in the open stream for decisions: a Responses client sees a call's
     # approval request only as an output item of the finished response, and answers it
     # with mcp_approval_response in its next request.
-    session = Session(gateway, Run(run.events, run.stream, on_done), out)
-    return session.stream(), writer
+    return Session(gateway, Run(run.events, run.stream, on_done), out)
 
 
 async def resume_answer(
@@ -360,7 +342,7 @@ async def resume_answer(
         echo["previous_response_id"] = paused.response["id"]
     head = response_head(id=new_id("resp"), model=record.model or "", echo=echo)
     writer = ResponseWriter(head, stream=stream)
-    body, _ = _answer(
+    session = _answer(
         gateway,
         run,
         writer,
@@ -369,7 +351,7 @@ async def resume_answer(
         prefix=paused.run_prefix if paused is not None else 0,
         calls=_approved_calls(gateway, records),
     )
-    return await _respond(request, body, writer, {}, stream=stream)
+    return await session.respond(request, {}, _shutdown_event(writer))
 
 
 def _stored_run(response: dict[str, Any], result: RunResult, prefix: int) -> StoredResponse:

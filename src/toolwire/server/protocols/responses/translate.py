@@ -1,47 +1,36 @@
-"""Events → a response: one model turn (the direct path) or an agent run (server tools).
-
-Both are async generators of SSE bytes written by a `ResponseWriter`; not streaming,
-they yield nothing and `collect` takes the whole response from the writer. Nothing is
-sent before the first event of the model or the run, so a failure before it (the
-upstream refusing the request, the store down) still gets a real HTTP status; a failure
-after it ends the stream with `response.failed`.
-
-`on_done` runs before the last event: a response is stored before the client can name
-it in `previous_response_id`.
+"""Events → a response: one model turn (the direct path, `ResponsesTurnWriter`) or an
+agent run (server tools, `ResponsesRunWriter`), written by a `ResponseWriter` as the
+session (`toolwire.server.session`) drives them. The session keeps a response before its
+last event, so it is stored before the client can name it in `previous_response_id`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from toolwire.agent import AgentEvent, TextDelta, ToolCallResult, ToolCallStart
 from toolwire.agent.result import RunResult
 from toolwire.models import (
-    AssistantMessage,
     FinishReason,
-    Model,
     ModelContentDelta,
-    ModelError,
+    ModelDelta,
     ModelResponse,
     ModelToolCallArgsDelta,
     ModelToolCallStart,
 )
-from toolwire.models.base import ModelSettings
-from toolwire.models.messages import Message, Usage
-from toolwire.server.http.errors import GatewayError, store_error, upstream_error
+from toolwire.models.messages import Usage
+from toolwire.server.http.errors import GatewayError
 from toolwire.server.protocols.responses.wire import (
     ResponseWriter,
     approval_request_item,
     mcp_call_item,
 )
 from toolwire.server.run_view import Shown
-from toolwire.store.base import StoreError
-from toolwire.tools.tool import Tool
 
-__all__ = ["CallInfo", "ResponsesRunWriter", "collect", "model_response"]
+__all__ = ["CallInfo", "ResponsesRunWriter", "ResponsesTurnWriter"]
 
 logger = logging.getLogger("toolwire.server")
 
@@ -49,92 +38,64 @@ CallInfo = tuple[str, str, str | None]
 """A server call as its `mcp_call` item shows it: name, arguments, approval id."""
 
 
-async def collect(body: AsyncIterator[bytes], writer: ResponseWriter) -> dict[str, Any]:
-    """Run a non-streaming body to its end: the whole response."""
-    async for _ in body:
-        pass
-    assert writer.response is not None
-    return writer.response
+class ResponsesTurnWriter:
+    """One model turn as a response. Streamed, text and each call's arguments go out as
+    they arrive; the whole response is `response` once the turn is closed (what a stored
+    response keeps)."""
 
+    def __init__(self, writer: ResponseWriter) -> None:
+        self.writer = writer
+        self.streaming = writer.streaming
+        self.ids: dict[int, str] = {}
+        """Streamed call index → call id."""
+        self.response: dict[str, Any] | None = None
 
-async def model_response(
-    model: Model,
-    messages: tuple[Message, ...],
-    tools: tuple[Tool, ...],
-    settings: ModelSettings,
-    writer: ResponseWriter,
-    *,
-    stream: bool,
-    redact: Callable[[str], str],
-    on_done: Callable[[dict[str, Any], AssistantMessage], Awaitable[None]],
-) -> AsyncIterator[bytes]:
-    """One model turn. Streamed, text and each call's arguments go out as they arrive."""
-    opened = False
-    response: ModelResponse | None = None
-    ids: dict[int, str] = {}  # streamed call index → call id
-    events = model.stream(messages, tools, settings) if stream else None
-    try:
-        if events is None:
-            response = await model.complete(messages, tools, settings)
-        else:
-            async for event in events:
-                if isinstance(event, ModelResponse):
-                    response = event
-                    break
-                chunk = b"" if opened else writer.opening()
-                opened = True
-                if isinstance(event, ModelContentDelta):
-                    chunk += writer.text(event.text)
-                elif isinstance(event, ModelToolCallStart):
-                    ids[event.index] = event.id
-                    chunk += writer.call_start(event.id, event.name)
-                elif (
-                    isinstance(event, ModelToolCallArgsDelta) and event.text and event.index in ids
-                ):
-                    chunk += writer.call_arguments(ids[event.index], event.text)
-                if chunk:
-                    yield chunk
-    except ModelError as exc:
-        error = upstream_error(exc, redact)
-        if not opened:
-            raise error from None
-        logger.warning("upstream failed mid-stream: %s", error.message)
-        yield writer.failed(error.message)
-        return
-    finally:
-        aclose = getattr(events, "aclose", None)
-        if aclose is not None:
-            await aclose()
-    if response is None:
-        error = GatewayError(502, "The upstream ended its answer early.", type="upstream_error")
-        if not opened:
-            raise error
-        yield writer.failed(error.message)
-        return
-    out = b"" if opened else writer.opening()
-    message = response.message
-    if events is None and message.content:
-        out += writer.text(message.content)
-    streamed = set(writer.streaming_calls())
-    for call in message.tool_calls:
-        if call.id in streamed:
-            out += writer.call_done(call.id, call.arguments)
-        else:
-            out += writer.function_call(call.id, call.name, call.arguments)
-    incomplete = _incomplete(response.finish_reason)
-    out += writer.finish(incomplete=incomplete is not None)
-    if not message.tool_calls:
-        out += writer.answer()
-    final = writer.final(response.usage, incomplete=incomplete)
-    try:
-        await on_done(final, message)
-    except StoreError as exc:
-        failure = store_error(exc)
-        if writer.streaming:
-            yield out + writer.failed(failure.message)
-            return
-        raise failure from None
-    yield out + writer.completed(final)
+    def opening(self) -> bytes:
+        return self.writer.opening()
+
+    def delta(self, event: ModelDelta) -> bytes:
+        writer = self.writer
+        if isinstance(event, ModelContentDelta):
+            return writer.text(event.text)
+        if isinstance(event, ModelToolCallStart):
+            self.ids[event.index] = event.id
+            return writer.call_start(event.id, event.name)
+        if isinstance(event, ModelToolCallArgsDelta) and event.text and event.index in self.ids:
+            return writer.call_arguments(self.ids[event.index], event.text)
+        return b""
+
+    def close(self, response: ModelResponse) -> bytes:
+        writer = self.writer
+        message = response.message
+        out = b""
+        if not writer.streaming and message.content:
+            out += writer.text(message.content)
+        streamed = set(writer.streaming_calls())
+        for call in message.tool_calls:
+            if call.id in streamed:
+                out += writer.call_done(call.id, call.arguments)
+            else:
+                out += writer.function_call(call.id, call.name, call.arguments)
+        incomplete = _incomplete(response.finish_reason)
+        out += writer.finish(incomplete=incomplete is not None)
+        if not message.tool_calls:
+            out += writer.answer()
+        self.response = writer.final(response.usage, incomplete=incomplete)
+        return out
+
+    def end(self, response: ModelResponse) -> bytes:
+        assert self.response is not None
+        return self.writer.completed(self.response)
+
+    def failed(self, error: GatewayError) -> bytes:
+        return self.writer.failed(error.message)
+
+    def whole(self, response: ModelResponse) -> dict[str, Any]:
+        self.opening()
+        self.close(response)
+        self.end(response)
+        assert self.writer.response is not None
+        return self.writer.response
 
 
 class ResponsesRunWriter:
