@@ -1,15 +1,23 @@
-"""A run's life in the gateway, written once for every front door.
+"""A request's life in the gateway, written once for every front door.
 
-A door reads its protocol into a `RunRequest` (or finds a stored run to resume), hands
-the session a `RunWriter` (neutral events → its wire, streamed or whole) and answers
-with what the session yields. The session owns everything in between: restoring the
-gateway's memory of its earlier steps, running or resuming the agent, waiting in an open
-stream for approval decisions (`approvals.wait_seconds`), remembering the new steps,
-finishing, and mapping failures: before the first byte to an HTTP status (the door's
-error handler answers it), after it to the protocol's last event.
+A door is a reader and writers (`Door`): its protocol → the door's request (every client
+mistake a 400 naming the field), and neutral events → its wire, streamed or whole. The
+door's route calls `serve(request, door)`; the session owns everything in between:
 
-Nothing is sent before the run's first event, so an upstream refusing the request or a
-store that is down still gets a real status.
+- the key, the body, the model id;
+- without server tools, one model turn passed through (`Turn`, with the door's
+  `TurnWriter`);
+- with them, a run (`Session`, with the door's `RunWriter`): restoring the gateway's
+  memory of its earlier steps, running or resuming the agent, waiting in an open stream
+  for approval decisions (`approvals.wait_seconds`), remembering the new steps,
+  finishing;
+- mapping failures: before the first byte to an HTTP status (the door's error handler
+  answers it in its shape), after it to the protocol's last event.
+
+Nothing is sent before the first event of the model or the run, so an upstream refusing
+the request or a store that is down still gets a real status. The Responses door keeps
+its own reading (stored responses, `previous_response_id`, approval answers) and hands
+the session a `Turn` or a `Session` as the others do.
 """
 
 from __future__ import annotations
