@@ -123,6 +123,10 @@ def ask(model: BaseChatModel, messages: Sequence[BaseMessage], *, stream: bool) 
     assert all(isinstance(c, AIMessageChunk) for c in chunks)
     whole = reduce(add, chunks)
     assert isinstance(whole, AIMessageChunk)
+    # LangChain parses streamed arguments leniently (a cut-off object still parses):
+    # the text it put together must be whole JSON by itself.
+    pieced = [json.loads(c["args"] or "") for c in whole.tool_call_chunks]
+    assert pieced == [c["args"] for c in whole.tool_calls]
     return whole
 
 
