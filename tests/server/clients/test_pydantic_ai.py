@@ -1,7 +1,7 @@
 """Pydantic AI's own agent loop against the gateway, its client code unchanged: an `Agent`
 with a client tool (`@agent.tool_plain`) that Pydantic AI runs itself, on Chat Completions
-(`OpenAIChatModel`, with and without server tools beside it), on Responses
-(`OpenAIResponsesModel`) and on Anthropic Messages (`AnthropicModel`).
+(`OpenAIChatModel`), Responses (`OpenAIResponsesModel`) and Anthropic Messages
+(`AnthropicModel`), each with and without server tools beside it.
 
 The gateway runs on a real socket in front of the fake OpenAI Chat Completions server;
 every upstream turn is scripted, and the assertions look at what Pydantic AI ended with
@@ -19,7 +19,7 @@ import pytest
 from chat_support import MODEL, native_upstream
 from live import LiveServer
 from pydantic_ai import Agent, AgentRunResultEvent
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, NativeToolCallPart, ToolCallPart
 from pydantic_ai.models import Model
 from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
@@ -316,3 +316,57 @@ async def test_client_tool_round_trip_on_the_other_doors(
     assert (call["id"], call["function"]["name"]) == ("call_w", "get_weather")
     assert json.loads(call["function"]["arguments"]) == {"city": "Oslo"}
     assert (sent[3]["tool_call_id"], sent[3]["content"]) == ("call_w", "sunny in Oslo")
+
+
+# --- Responses and Anthropic Messages, server tools beside the client's ------------------------
+
+
+def native_calls(messages: list[ModelMessage]) -> list[tuple[str, dict[str, Any]]]:
+    """`(name, arguments)` of the calls Pydantic AI was shown as a provider's own tools
+    (the gateway's server tools, as an MCP server's calls on Responses)."""
+    return [
+        (part.tool_name, part.args_as_dict())
+        for message in messages
+        if isinstance(message, ModelResponse)
+        for part in message.parts
+        if isinstance(part, NativeToolCallPart)
+    ]
+
+
+@pytest.mark.parametrize("protocol", ["responses", "anthropic"])
+@pytest.mark.parametrize("mode", ["run", "run_stream_events"])
+async def test_client_tool_beside_server_tools_on_the_other_doors(
+    tooled: LiveServer,
+    openai_server: FakeOpenAIServer,
+    protocol: Literal["responses", "anthropic"],
+    mode: Mode,
+) -> None:
+    stream = mode in STREAMED
+    openai_server.reply(
+        calls_turn([("call_add", "add", {"a": 2, "b": 3})], stream=stream),
+        calls_turn([("call_w", "get_weather", {"city": "Oslo"})], stream=stream),
+        text_turn("2 + 3 = 5, ", "and it is sunny in Oslo.", stream=stream),
+    )
+    model = responses_model(tooled) if protocol == "responses" else anthropic_model(tooled)
+    weather = WeatherAgent(model)
+    output, messages = await weather.run("2 + 3, and the weather in Oslo?", mode)
+
+    assert output == "2 + 3 = 5, and it is sunny in Oslo."
+    assert weather.cities == ["Oslo"]
+    # Pydantic AI ran only its own tool. Responses shows it the gateway's call as an MCP
+    # server's (`mcp_call`), which it records and never runs; Messages shows it nothing.
+    assert called_tools(messages) == [("call_w", "get_weather", {"city": "Oslo"})]
+    shown = [
+        (
+            "mcp_server:toolwire",
+            {"action": "call_tool", "tool_name": "add", "tool_args": {"a": 2, "b": 3}},
+        )
+    ]
+    assert native_calls(messages) == (shown if protocol == "responses" else [])
+    assert len(openai_server.requests) == 3
+    assert upstream_tool_names(openai_server, 0) == [*SERVER_TOOLS, "get_weather"]
+    # The follow-up, with the gateway's remembered steps put back before the client's call.
+    assert roles(openai_server, 2) == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    follow_up = openai_server.requests[2].json["messages"]
+    assert (follow_up[3]["tool_call_id"], follow_up[3]["content"]) == ("call_add", "5")
+    assert (follow_up[5]["tool_call_id"], follow_up[5]["content"]) == ("call_w", "sunny in Oslo")
