@@ -118,6 +118,10 @@ def test_a_streamed_run_on_the_wire(server: LiveServer, openai_server: FakeOpenA
         "response.created",
         "response.in_progress",
         "response.output_item.added",
+        "response.mcp_call.in_progress",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.mcp_call.completed",
         "response.output_item.done",
         "response.output_item.added",
         "response.content_part.added",
@@ -128,11 +132,45 @@ def test_a_streamed_run_on_the_wire(server: LiveServer, openai_server: FakeOpenA
         "response.output_item.done",
         "response.completed",
     ]
-    assert events[3]["item"]["type"] == "mcp_call"
-    assert events[3]["item"]["output"] == "5"
+    added, done = events[2]["item"], events[7]["item"]
+    assert added["type"] == done["type"] == "mcp_call"
+    assert added["id"] == done["id"] == events[4]["item_id"]
+    assert (added["status"], added["arguments"], added["output"]) == ("in_progress", "", None)
+    assert events[4]["delta"] == events[5]["arguments"] == done["arguments"] == '{"a": 2, "b": 3}'
+    assert (done["status"], done["output"]) == ("completed", "5")
     final = events[-1]["response"]
     assert [i["type"] for i in final["output"]] == ["mcp_call", "message"]
     assert final["output"][1]["content"][0]["text"] == "Five."
+
+
+def test_a_failed_server_call_streams_as_a_failed_mcp_call(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    bad = '{"a": "two", "b": 3}'
+    call = {"index": 0, "id": "call_add", "type": "function"}
+    openai_server.reply(
+        sse(
+            [
+                delta(tool_calls=[{**call, "function": {"name": "add", "arguments": bad}}]),
+                delta(finish_reason="tool_calls"),
+            ]
+        ),
+        sse([delta("Sorry."), delta(finish_reason="stop")]),
+    )
+    _, events = raw_events(server, {"model": MODEL, "input": "2 + 3?"}, key=ALICE)
+    kinds = event_types(events)
+    assert kinds[2:8] == [
+        "response.output_item.added",
+        "response.mcp_call.in_progress",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.mcp_call.failed",
+        "response.output_item.done",
+    ]
+    done = events[7]["item"]
+    assert (done["status"], done["output"], done["arguments"]) == ("failed", None, bad)
+    assert done["error"]["type"] == "mcp_tool_execution_error"
+    assert events[-1]["response"]["output"][0] == done
 
 
 def test_the_sdk_stream_helper_on_the_agent_path(

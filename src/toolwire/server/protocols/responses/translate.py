@@ -137,7 +137,7 @@ class ResponsesRunWriter:
             done = event.result
             if done.error is None or done.error.code != "awaiting_approval":
                 name, arguments, approval_id = self.known.get(done.call_id, (done.name, "{}", None))
-                return writer.item(mcp_call_item(name, arguments, done, approval_id))
+                return writer.mcp_call(mcp_call_item(name, arguments, done, approval_id))
         return b""
 
     def close(self, result: RunResult) -> bytes:

@@ -285,10 +285,28 @@ class ResponseWriter:
     # --- the gateway's own tools --------------------------------------------------------
 
     def item(self, item: dict[str, Any]) -> bytes:
-        """A whole item, added and done at once (`mcp_call`, `mcp_approval_request`)."""
+        """A whole item, added and done at once (`mcp_approval_request`)."""
         out = self.close_message()
         index, added = self._add(item)
         return out + added + self._done(index, item)
+
+    def mcp_call(self, item: dict[str, Any]) -> bytes:
+        """A server tool's call and result (an `mcp_call_item`) with the events OpenAI
+        streams for one: the item added in progress with no arguments yet,
+        `response.mcp_call.in_progress`, its arguments (`response.mcp_call_arguments.delta`
+        and `.done`), `response.mcp_call.completed` (or `.failed`), the item done. A
+        client that assembles the arguments from the deltas (Pydantic AI) needs them."""
+        out = self.close_message()
+        started = {**item, "arguments": "", "output": None, "error": None, "status": "in_progress"}
+        index, added = self._add(started)
+        ids = {"item_id": item["id"], "output_index": index}
+        arguments = item["arguments"]
+        out += added + self._event("response.mcp_call.in_progress", ids)
+        out += self._event("response.mcp_call_arguments.delta", {**ids, "delta": arguments})
+        out += self._event("response.mcp_call_arguments.done", {**ids, "arguments": arguments})
+        ended = "completed" if item["status"] == "completed" else "failed"
+        out += self._event(f"response.mcp_call.{ended}", ids)
+        return out + self._done(index, item)
 
     # --- the end ------------------------------------------------------------------------
 
