@@ -405,7 +405,8 @@ class Turn(Answer):
             raise upstream_error(exc, self.gateway.redact) from None
         _traced(self.model, started, response)
         body = self.writer.whole(response)
-        await self._keep(response)
+        if self.on_done is not None:
+            await self._keep(response)
         return body
 
     async def stream(self) -> AsyncIterator[bytes]:
@@ -446,16 +447,16 @@ class Turn(Answer):
             return
         _traced(self.model, started, response)
         out = (b"" if opened else writer.opening()) + writer.close(response)
-        try:
-            await self._keep(response)
-        except GatewayError as error:
-            yield out + writer.failed(error)
-            return
+        if self.on_done is not None:
+            try:
+                await self._keep(response)
+            except GatewayError as error:
+                yield out + writer.failed(error)
+                return
         yield out + writer.end(response)
 
     async def _keep(self, response: ModelResponse) -> None:
-        if self.on_done is None:
-            return
+        assert self.on_done is not None
         try:
             await self.on_done(response)
         except StoreError as exc:
@@ -463,6 +464,8 @@ class Turn(Answer):
 
 
 def _traced(model: Model, started: int, response: ModelResponse) -> None:
+    if not tracing.enabled():
+        return
     usage = response.usage
     tracing.model_turn(
         model.name, started, response.finish_reason, usage.input_tokens, usage.output_tokens

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any, Final
 
 import orjson
@@ -209,9 +210,13 @@ class ChatTurnWriter:
 
     def __init__(self, reply: Reply) -> None:
         self.model = reply.model
-        self.chunks = ChunkWriter(id=new_completion_id(), model=reply.model)
         self.streaming = reply.stream
         self.include_usage = reply.include_usage
+
+    @cached_property
+    def chunks(self) -> ChunkWriter:
+        # Only a stream needs one (a whole answer is one `completion_body`).
+        return ChunkWriter(id=new_completion_id(), model=self.model)
 
     def opening(self) -> bytes:
         return self.chunks.role()
