@@ -267,10 +267,14 @@ class ChatRunWriter:
     def __init__(self, shown: Shown, reply: Reply) -> None:
         self.shown = shown
         self.model = reply.model
-        self.chunks = ChunkWriter(id=new_completion_id(), model=reply.model)
         self.stream = reply.stream
         self.include_usage = reply.include_usage
         self.wrote_text = self.separate = False
+
+    @cached_property
+    def chunks(self) -> ChunkWriter:
+        # Only a stream needs one (a whole answer is one `completion_body`).
+        return ChunkWriter(id=new_completion_id(), model=self.model)
 
     @property
     def streaming(self) -> bool:
