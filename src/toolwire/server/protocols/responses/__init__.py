@@ -4,8 +4,8 @@
 - `items`: `input` → toolwire messages, with the pairing rules of function call outputs;
 - `content`: one item's content parts → text (or a user message with image/file parts);
 - `state`: stored responses (`GET`, `DELETE`, `previous_response_id`);
-- `translate`: a model turn's or a run's events → a response, streamed or whole;
-- `wire`: the response object, its output items and SSE events;
+- `wire`: the response object, its output items and SSE events, and a model turn's or a
+  run's events as them (`ResponsesTurnWriter`, `ResponsesRunWriter`);
 - `handler`: the routes.
 """
 

@@ -11,7 +11,7 @@
   same rules) and continue its paused run; the run's answer is the new response.
 
 Nothing here decides anything about tools: `request` and `items` validate, the agent and
-the runner execute, `translate` and `wire` write.
+the runner execute, `wire` writes.
 """
 
 from __future__ import annotations
@@ -43,13 +43,11 @@ from toolwire.server.protocols.responses.state import (
     paused_response,
     save,
 )
-from toolwire.server.protocols.responses.translate import (
+from toolwire.server.protocols.responses.wire import (
+    DEFAULT_ECHO,
     CallInfo,
     ResponsesRunWriter,
     ResponsesTurnWriter,
-)
-from toolwire.server.protocols.responses.wire import (
-    DEFAULT_ECHO,
     ResponseWriter,
     new_id,
     response_head,
