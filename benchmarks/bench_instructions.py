@@ -63,7 +63,7 @@ async def _requests(scenario: str, count: int) -> None:
     from toolwire.tools import ToolCall
 
     path, body, tools = SCENARIOS[scenario]
-    config: dict[str, Any] = {"store": "memory"}
+    config: dict[str, Any] = {"store": f"sqlite:///{tempfile.mkdtemp()}/state.db"}
     if tools:
         config["server_tools"] = {"modules": [str(TOOLS)]}
     app = create_app(GatewayConfig.model_validate(config), access_log=False)
