@@ -17,7 +17,7 @@ from operator import add
 from typing import Any
 
 import pytest
-from chat_support import MODEL, native_upstream
+from chat_support import MODEL
 from langchain_anthropic import ChatAnthropic
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -30,7 +30,6 @@ from langchain_core.messages import (
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from live import LiveServer
-from server_support import TOOLS_MODULE, config_with
 
 from fakes.openai_server import (
     FakeOpenAIServer,
@@ -41,7 +40,6 @@ from fakes.openai_server import (
     sse,
     tool_call,
 )
-from toolwire.server import create_app
 
 KEY = "sk-anything"
 SERVER_TOOLS = ["whoami", "add"]
@@ -66,26 +64,6 @@ def _cities() -> Iterator[None]:
     CITIES.clear()
     yield
     CITIES.clear()
-
-
-@pytest.fixture(scope="module")
-def plain(_openai_server_session: FakeOpenAIServer) -> Iterator[LiveServer]:
-    """A gateway without server tools (the direct path)."""
-    config = config_with(upstream=native_upstream(_openai_server_session.base_url), store="memory")
-    with LiveServer(create_app(config, environ={})) as live:
-        yield live
-
-
-@pytest.fixture(scope="module")
-def tooled(_openai_server_session: FakeOpenAIServer) -> Iterator[LiveServer]:
-    """A gateway with the server tools of `gateway_tools.py` (the agent path)."""
-    config = config_with(
-        upstream=native_upstream(_openai_server_session.base_url),
-        server_tools={"modules": [TOOLS_MODULE]},
-        store="memory",
-    )
-    with LiveServer(create_app(config, environ={})) as live:
-        yield live
 
 
 def chat_openai(server: LiveServer) -> ChatOpenAI:

@@ -11,12 +11,12 @@ and at what the gateway sent upstream on each turn.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 import httpx2
 import pytest
-from chat_support import MODEL, native_upstream
+from chat_support import MODEL
 from live import LiveServer
 from pydantic_ai import Agent, AgentRunResultEvent
 from pydantic_ai.messages import ModelMessage, ModelResponse, NativeToolCallPart, ToolCallPart
@@ -25,7 +25,6 @@ from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
 from pydantic_ai.providers.anthropic import AnthropicProvider
 from pydantic_ai.providers.openai import OpenAIProvider
-from server_support import TOOLS_MODULE, config_with
 
 from fakes.openai_server import (
     FakeOpenAIServer,
@@ -36,7 +35,6 @@ from fakes.openai_server import (
     sse,
     tool_call,
 )
-from toolwire.server import create_app
 
 KEY = "sk-anything"
 SERVER_TOOLS = ["whoami", "add"]
@@ -44,26 +42,6 @@ SERVER_TOOLS = ["whoami", "add"]
 
 Mode = Literal["run", "run_stream", "run_stream_events"]
 STREAMED: tuple[Mode, ...] = ("run_stream", "run_stream_events")
-
-
-@pytest.fixture(scope="module")
-def plain(_openai_server_session: FakeOpenAIServer) -> Iterator[LiveServer]:
-    """A gateway without server tools (the direct path)."""
-    config = config_with(upstream=native_upstream(_openai_server_session.base_url), store="memory")
-    with LiveServer(create_app(config, environ={})) as live:
-        yield live
-
-
-@pytest.fixture(scope="module")
-def tooled(_openai_server_session: FakeOpenAIServer) -> Iterator[LiveServer]:
-    """A gateway with the server tools of `gateway_tools.py` (the agent path)."""
-    config = config_with(
-        upstream=native_upstream(_openai_server_session.base_url),
-        server_tools={"modules": [TOOLS_MODULE]},
-        store="memory",
-    )
-    with LiveServer(create_app(config, environ={})) as live:
-        yield live
 
 
 def chat_model(
