@@ -26,12 +26,13 @@ from typing import Any
 
 import httpx
 
+import toolwire
 from toolwire import AssistantMessage
 from toolwire.models.scripted import ScriptedModel
 from toolwire.server import GatewayConfig, create_app
 from toolwire.tools import ToolCall
 
-SRC = str(Path(__file__).resolve().parents[1] / "src" / "toolwire") + "/"
+SRC = str(Path(toolwire.__file__).resolve().parent) + "/"
 TOOLS = str(Path(__file__).resolve().parent / "walk_tools.py")
 
 BODIES: dict[str, tuple[str, dict[str, Any]]] = {
