@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,11 +22,11 @@ from typing import Any, Final
 
 import httpx
 import pytest
+from browser_support import browser_or_skip, chromium_path
 from chat_support import native_upstream
 from live import LiveServer
 from served import ServeProcess
 from server_support import config_with
-from test_playground import CHROMIUM, _browser_or_skip
 
 from toolwire.server import create_app
 
@@ -84,7 +83,7 @@ def _ask(serve: ServeProcess, key: str, text: str) -> dict[str, Any]:
 
 def _launch(p: Any) -> Any:
     return p.chromium.launch(
-        executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
+        executable_path=chromium_path(),
         args=["--no-sandbox", "--disable-background-networking"],
     )
 
@@ -145,7 +144,7 @@ def test_a_key_without_rights_sees_nothing_and_cannot_decide(gateway: ServeProce
         still = http.get(f"/v1/approvals/{approval_id}", headers=dev).json()
         assert still["status"] == "pending"
 
-    sync_playwright = _browser_or_skip()
+    sync_playwright = browser_or_skip()
     with sync_playwright() as p:
         browser = _launch(p)
         try:
@@ -168,7 +167,7 @@ def test_a_key_without_rights_sees_nothing_and_cannot_decide(gateway: ServeProce
 def test_approve_in_the_inbox_resume_the_run_and_see_it_in_the_audit(
     gateway: ServeProcess,
 ) -> None:
-    sync_playwright = _browser_or_skip()
+    sync_playwright = browser_or_skip()
     requested: list[str] = []
     with sync_playwright() as p:
         browser = _launch(p)
@@ -267,7 +266,7 @@ def test_approve_in_the_inbox_resume_the_run_and_see_it_in_the_audit(
 
 
 def test_two_people_deciding_at_once_see_one_winner(gateway: ServeProcess) -> None:
-    sync_playwright = _browser_or_skip()
+    sync_playwright = browser_or_skip()
     _ask(gateway, DEV, "Delete the application demo-app.")
     with sync_playwright() as p:
         browser = _launch(p)
@@ -295,7 +294,7 @@ def test_two_people_deciding_at_once_see_one_winner(gateway: ServeProcess) -> No
 
 
 def test_an_open_gateway_needs_no_key() -> None:
-    sync_playwright = _browser_or_skip()
+    sync_playwright = browser_or_skip()
     config = config_with(server_tools={"modules": ["approval_tools"]}, store="memory")
     with LiveServer(create_app(config)) as live, sync_playwright() as p:
         httpx.post(

@@ -5,8 +5,6 @@ offline model: a message, a tool card, the answer, an approval decided in place.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,12 +12,12 @@ from typing import Any
 import httpx
 import pytest
 from approval_tools import DELETED
+from browser_support import browser_or_skip, chromium_path
 from live import LiveServer
 from server_support import config_with
 
 from toolwire.server import create_app
 
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).parents[3] / "test-artifacts"
 
 
@@ -76,30 +74,14 @@ def test_the_playground_can_be_turned_off() -> None:
         assert httpx.get(f"{live.url}/").status_code == 404
 
 
-def _browser_or_skip() -> Any:
-    """Playwright's sync API with Debian's Chromium; under CI both must be there."""
-    problem = None
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        problem = "the playwright package is not installed (pip install -e '.[dev]')"
-    if problem is None and not (Path(CHROMIUM).exists() or shutil.which("chromium")):
-        problem = f"no Chromium at {CHROMIUM} (apt-get install -y chromium)"
-    if problem is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the browser test must run under CI: {problem}")
-        pytest.skip(problem)
-    return sync_playwright
-
-
 def test_a_conversation_with_a_tool_card_and_an_approval_in_a_real_browser(
     gateway: LiveServer,
 ) -> None:
-    sync_playwright = _browser_or_skip()
+    sync_playwright = browser_or_skip()
     requested: list[str] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(
-            executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
+            executable_path=chromium_path(),
             args=["--no-sandbox", "--disable-background-networking"],
         )
         try:
