@@ -164,6 +164,8 @@ def test_the_direct_access_line_is_used_only_where_the_record_would_go_nowhere_e
     configure_logging("info", "text")
     handler = access_handler()
     assert isinstance(handler, LineHandler)
+    logging.getLogger("toolwire").addHandler(logging.NullHandler())  # the CLI adds one
+    assert access_handler() is handler
     access = logging.getLogger("toolwire.access")
     other = logging.NullHandler()
     access.addHandler(other)  # e.g. pytest's caplog, or an operator's own handler

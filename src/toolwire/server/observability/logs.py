@@ -227,11 +227,16 @@ def access_handler() -> LineHandler | None:
     parent = _toolwire_logger
     if access.handlers or access.filters or parent.filters or access.disabled:
         return None
-    handlers = parent.handlers
-    if len(handlers) != 1 or parent.propagate or not access.propagate:
+    if parent.propagate or not access.propagate:
         return None
-    handler = handlers[0]
-    if type(handler) is not LineHandler or handler.filters or handler.level > logging.INFO:
+    handler: LineHandler | None = None
+    for each in parent.handlers:
+        if type(each) is logging.NullHandler:
+            continue  # the CLI's, for the commands that log nothing
+        if handler is not None or type(each) is not LineHandler:
+            return None
+        handler = each
+    if handler is None or handler.filters or handler.level > logging.INFO:
         return None
     return handler if access.isEnabledFor(logging.INFO) else None
 

@@ -1,0 +1,187 @@
+"""Instructions per request of `toolwire serve` under callgrind: a repeatable figure on a
+noisy machine (CPU time per request moves ±10% from one window to the next when other
+work shares the cores; instruction counts move by well under 1%).
+
+Run: `python benchmarks/bench_instructions.py [--requests 300] [--before /work/main/src]`
+(needs `valgrind`; prints figures, no assertions). Each variant is `toolwire serve`
+(one worker, the instant fake upstream of `bench_gateway.py`, no pinning) under
+`valgrind --tool=callgrind --instr-atstart=no`; after a warm-up, collection is switched
+on (`callgrind_control -i on`) around `--requests` sequential requests of each scenario,
+and the instructions of the gateway's process (all its threads) are divided by the
+requests. Under valgrind the gateway runs ~50× slower, so only the counts mean anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from bench_gateway import (
+    GATEWAY_KEY,
+    GATEWAY_KEY_ENV,
+    UPSTREAM_KEY_ENV,
+    WEATHER_TOOL,
+    Processes,
+    chat_body,
+    free_port,
+    start_upstream,
+    wait_http_ok,
+)
+from bench_hot_path import LOG_MODES, door_body
+
+SCENARIOS = {
+    "chat": (
+        "/v1/chat/completions",
+        lambda: chat_body("bench-model", stream=False, tools=[WEATHER_TOOL]),
+    ),
+    "chat stream": (
+        "/v1/chat/completions",
+        lambda: chat_body("bench-model", stream=True, tools=[WEATHER_TOOL]),
+    ),
+    "messages": ("/v1/messages", lambda: door_body("messages", "bench-model")),
+    "responses": ("/v1/responses", lambda: door_body("responses", "bench-model")),
+}
+
+
+def _config(workdir: Path, upstream_port: int) -> Path:
+    config = workdir / "toolwire-cg.yaml"
+    config.write_text(
+        "upstream:\n"
+        "  kind: openai\n"
+        f"  base_url: http://127.0.0.1:{upstream_port}/v1\n"
+        f"  api_key_env: {UPSTREAM_KEY_ENV}\n"
+        "  retries: 0\n"
+        "  models:\n"
+        "    bench-model: fake-model\n"
+        "store: memory\n"
+        "keys:\n"
+        "  - name: bench\n"
+        f"    env: {GATEWAY_KEY_ENV}\n"
+    )
+    return config
+
+
+def _total(out: str) -> int:
+    """The summed `Ir` of every callgrind dump named `out` (one per thread)."""
+    total = 0
+    for dump in Path(out).parent.glob(Path(out).name + "*"):
+        for line in dump.read_text(errors="replace").splitlines():
+            if line.startswith("totals:"):  # at the end; `summary:` at the top reads 0
+                total += int(line.split()[1])
+    return total
+
+
+def _control(*args: object) -> None:
+    subprocess.run(["callgrind_control", *map(str, args)], check=True, capture_output=True)
+
+
+def measure(
+    src: Path | None, log: str, workdir: Path, upstream_port: int, requests: int, label: str
+) -> dict[str, float]:
+    port = free_port()
+    out = workdir / f"cg-{label}-{log}.out"
+    env = {
+        UPSTREAM_KEY_ENV: "bench-upstream-key",
+        GATEWAY_KEY_ENV: GATEWAY_KEY,
+        "TOOLWIRE_LOG_LEVEL": "warning" if log == "off" else "info",
+        "NO_COLOR": "1",
+        "PYTHONMALLOC": "malloc",
+    }
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    logging_args = ["--no-access-log"] if log == "off" else ["--log-format", log.partition("-")[0]]
+    procs = Processes(workdir, pin=False)
+    gateway = procs.start(
+        f"cg-{label}-{log}",
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--separate-threads=yes",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            "-m",
+            "toolwire.cli.main",
+            "serve",
+            "-c",
+            str(_config(workdir, upstream_port)),
+            "--port",
+            str(port),
+            *logging_args,
+        ],
+        env=env,
+    )
+    figures: dict[str, float] = {}
+    try:
+        wait_http_ok(gateway, f"http://127.0.0.1:{port}/healthz", timeout=300)
+        headers = {"Authorization": f"Bearer {GATEWAY_KEY}", "Content-Type": "application/json"}
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            for name, (path, body) in SCENARIOS.items():
+                text = body()
+                for _ in range(30):
+                    http.post(path, content=text, headers=headers).raise_for_status()
+                _control("-z", gateway.pid)
+                _control("-i", "on", gateway.pid)
+                for _ in range(requests):
+                    http.post(path, content=text, headers=headers).raise_for_status()
+                time.sleep(0.3)  # the log writer's batch, counted with its requests
+                _control("-i", "off", gateway.pid)
+                for stale in out.parent.glob(out.name + "*"):
+                    stale.unlink()
+                _control("-d", gateway.pid)
+                figures[name] = _total(str(out)) / requests
+    finally:
+        procs.stop_all()
+
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--before", help="src directory of a checkout to count beside this one")
+    parser.add_argument("--logs", default="off,text-file,json-file")
+    opts = parser.parse_args()
+    variants: list[tuple[str, Path | None]] = [("hot", None)]
+    if opts.before:
+        variants.insert(0, ("before", Path(opts.before)))
+    logs = [m for m in opts.logs.split(",") if m in LOG_MODES and not m.endswith("pipe")]
+    results: dict[tuple[str, str], dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        procs = Processes(workdir, pin=False)
+        try:
+            _, port = start_upstream(procs, hermes_kb=1)
+            for variant, src in variants:
+                for log in logs:
+                    results[variant, log] = measure(src, log, workdir, port, opts.requests, variant)
+                    counts = {k: round(v) for k, v in results[variant, log].items()}
+                    print(variant, log, json.dumps(counts), file=sys.stderr, flush=True)
+        finally:
+            procs.stop_all()
+    print(f"\ninstructions per request (thousands), callgrind, {opts.requests} requests each")
+    names = list(SCENARIOS)
+    print(f"{'variant':<8} {'log':<10} " + " ".join(f"{n:>12}" for n in names))
+    for (variant, log), figures in results.items():
+        print(f"{variant:<8} {log:<10} " + " ".join(f"{figures[n] / 1000:>12.1f}" for n in names))
+    for variant, _ in variants:
+        off = results.get((variant, "off"))
+        if off is None:
+            continue
+        for log in logs:
+            if log != "off":
+                cost = results[variant, log]["chat"] - off["chat"]
+                print(
+                    f"{variant}: the access log ({log}): {cost / 1000:+.1f}k instructions/request"
+                )
+
+
+if __name__ == "__main__":
+    main()
