@@ -40,6 +40,7 @@ from toolwire import tracing
 from toolwire.parsing.events import ParseFailure
 from toolwire.server.http.client_text import log_text
 from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.request_id import assign_request_id
 from toolwire.server.keys.caller import authenticate, gateway_of
 from toolwire.server.observability.logs import LineHandler, access_handler
 from toolwire.server.upstreams.routing import ANSWERED_BY, Deployment
@@ -245,7 +246,8 @@ class MeteredAudit:
 
 
 class Observe:
-    """ASGI middleware: metrics and the access log line of every HTTP request.
+    """ASGI middleware: the request's id (as `RequestId`), metrics and the access log line
+    of every HTTP request.
 
     Args:
         models: The model ids the configuration routes: the only `model` label values
@@ -276,6 +278,7 @@ class Observe:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
+        request_id = assign_request_id(scope)
         metrics = self.metrics
         status = 500
         streaming = False
@@ -286,11 +289,13 @@ class Observe:
             kind = message["type"]
             if kind == "http.response.start":
                 status = message["status"]
-                for name, value in message.get("headers", ()):
+                headers = message.get("headers", ())
+                for name, value in headers:
                     if name == b"content-type" and value.startswith(b"text/event-stream"):
                         streaming = True
                         if metrics is not None:
                             metrics.streams.inc()
+                message["headers"] = [*headers, request_id]
             elif first_byte is None and kind == "http.response.body" and message.get("body"):
                 first_byte = time.perf_counter()
             await send(message)
