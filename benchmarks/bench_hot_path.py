@@ -200,18 +200,19 @@ def door_body(door: str, model: str) -> str:
                 "tools": [MESSAGES_TOOL],
             }
         )
-    if door == "responses":
+    if door in ("responses", "responses-unstored"):
         function = WEATHER_TOOL["function"]
         assert isinstance(function, dict)
-        return json.dumps(
-            {
-                "model": model,
-                "instructions": "You are a helpful assistant.",
-                "input": question,
-                "tools": [{"type": "function", **function}],
-                "max_output_tokens": 256,
-            }
-        )
+        body = {
+            "model": model,
+            "instructions": "You are a helpful assistant.",
+            "input": question,
+            "tools": [{"type": "function", **function}],
+            "max_output_tokens": 256,
+        }
+        if door == "responses-unstored":
+            body["store"] = False  # not kept for `previous_response_id`: no store write
+        return json.dumps(body)
     return chat_body(model, stream=False, tools=[WEATHER_TOOL])
 
 
@@ -219,7 +220,9 @@ DOOR_PATHS = {
     "chat": "/v1/chat/completions",
     "messages": "/v1/messages",
     "responses": "/v1/responses",
+    "responses-unstored": "/v1/responses",
 }
+DOORS = ("messages", "responses", "responses-unstored")
 
 
 def run(opts: argparse.Namespace) -> None:
@@ -295,7 +298,7 @@ def run(opts: argparse.Namespace) -> None:
                         pid,
                     )
                 )
-                for door in ("messages", "responses"):
+                for door in DOORS:
                     at = Target(
                         name=gateway.name,
                         port=gateway.port,
@@ -572,7 +575,7 @@ def report(
     for variant, _ in variants:
         chat = cpu50.get(f"{variant} {default_log}, non-stream")
         cells = [f"chat {chat:.3f}" if chat else "chat —"]
-        for door in ("messages", "responses"):
+        for door in DOORS:
             value = cpu50.get(f"{variant} {default_log}, /v1/{door}")
             if value is not None and chat:
                 cells.append(f"{door} {value:.3f} ({(value / chat - 1) * 100:+.0f}%)")

@@ -47,6 +47,7 @@ SCENARIOS = {
     ),
     "messages": ("/v1/messages", lambda: door_body("messages", "bench-model")),
     "responses": ("/v1/responses", lambda: door_body("responses", "bench-model")),
+    "unstored": ("/v1/responses", lambda: door_body("responses-unstored", "bench-model")),
 }
 
 
