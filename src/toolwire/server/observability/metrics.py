@@ -175,14 +175,25 @@ class Metrics:
             ["status"],
             registry=r,
         )
+        self._children: dict[tuple[object, ...], Any] = {}
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, looked up once: `labels()` takes a lock and builds its
+        key on every call, and these are called on every request. The cache holds one
+        entry per series the metric holds already."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     # --- ModelObserver: told by every upstream client (see `ObservedModel`) -----------------
 
     def answered(self, model: str, seconds: float, *, stream: bool) -> None:
-        self.upstream_duration.labels(model, "true" if stream else "false").observe(seconds)
+        self._child(self.upstream_duration, model, "true" if stream else "false").observe(seconds)
 
     def first_event(self, model: str, seconds: float) -> None:
-        self.upstream_first_event.labels(model).observe(seconds)
+        self._child(self.upstream_first_event, model).observe(seconds)
 
     def failed(self, model: str, kind: str) -> None:
         self.upstream_errors.labels(model, kind).inc()
@@ -190,7 +201,7 @@ class Metrics:
     # --- RoutingObserver (see `server.routing`) and the per-key limits -----------------------
 
     def routed(self, public: str, deployment: Deployment) -> None:
-        self.deployment_requests.labels(public, deployment.upstream, deployment.label).inc()
+        self._child(self.deployment_requests, public, deployment.upstream, deployment.label).inc()
 
     def deployment_failed(self, deployment: Deployment, kind: str) -> None:
         self.deployment_failures.labels(deployment.upstream, deployment.label, kind).inc()
