@@ -28,11 +28,19 @@ upstream that does some work.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import signal
 import statistics
 import sys
 import tempfile
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from bench_gateway import (
     GATEWAY_KEY,
@@ -40,12 +48,14 @@ from bench_gateway import (
     UPSTREAM_KEY_ENV,
     WEATHER_TOOL,
     BenchError,
+    Hermes,
     LoadGen,
     Processes,
     Target,
     chat_body,
     cpu_seconds,
     free_port,
+    run_hermes,
     start_upstream,
     wait_http_ok,
 )
@@ -61,12 +71,31 @@ async def lookup(key: str) -> dict[str, str]:
 '''
 
 
+LOG_MODES = ("off", "text-file", "json-file", "text-pipe", "json-pipe")
+"""How the access log is written: off (`--no-access-log`), or text / JSON lines on the
+gateway's stderr, which is a file or a pipe (read by `cat` on CPU 1 into a file)."""
+
+
 def start_gateway(
-    procs: Processes, workdir: Path, upstream_port: int, *, workers: int, tools: bool
+    procs: Processes,
+    workdir: Path,
+    upstream_port: int,
+    *,
+    workers: int | str,
+    tools: bool,
+    log: str = "off",
+    src: Path | None = None,
+    label: str = "",
 ) -> tuple[Target, int]:
-    """`toolwire serve` with the `lookup` server tool (`tools`) or with none."""
+    """`toolwire serve` with the `lookup` server tool (`tools`) or with none.
+
+    Args:
+        log: One of `LOG_MODES`.
+        src: The `src` directory of the toolwire checkout to run (`PYTHONPATH`), e.g. main's
+            for the figures before a change; `None` runs what this interpreter imports.
+    """
     (workdir / "bench_hot_tools.py").write_text(TOOLS)
-    name = f"toolwire-{'tools' if tools else 'plain'}-{workers}"
+    name = f"toolwire-{label or 'x'}-{'tools' if tools else 'plain'}-{workers}-{log}"
     config = workdir / f"{name}.yaml"
     server_tools = f"server_tools:\n  modules: [{workdir / 'bench_hot_tools.py'}]\n"
     config.write_text(
@@ -80,6 +109,12 @@ def start_gateway(
         "    bench-parse:\n"
         "      model: fake-parse\n"
         '      tool_calls: "parse:hermes"\n'
+        "    bench-hermes:\n"
+        "      model: fake-hermes\n"
+        '      tool_calls: "parse:hermes"\n'
+        "    bench-hermes-warm:\n"
+        "      model: fake-hermes-warm\n"
+        '      tool_calls: "parse:hermes"\n'
         "    bench-tools: fake-tools\n"
         + (server_tools if tools else "")
         + f"store: sqlite:///{workdir / f'{name}.db'}\n"
@@ -89,6 +124,16 @@ def start_gateway(
     )
     port = free_port()
     target = Target(name=name, port=port, path="/v1/chat/completions", model="bench-model")
+    logging_args = ["--no-access-log"] if log == "off" else ["--log-format", log.partition("-")[0]]
+    env = {
+        UPSTREAM_KEY_ENV: "bench-upstream-key",
+        GATEWAY_KEY_ENV: GATEWAY_KEY,
+        "TOOLWIRE_LOG_LEVEL": "warning" if log == "off" else "info",
+        "NO_COLOR": "1",
+    }
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    pipe = log.endswith("-pipe")
     target.proc = procs.start(
         name,
         [
@@ -102,34 +147,101 @@ def start_gateway(
             str(port),
             "--workers",
             str(workers),
-            "--no-access-log",
+            *logging_args,
         ],
-        env={
-            UPSTREAM_KEY_ENV: "bench-upstream-key",
-            GATEWAY_KEY_ENV: GATEWAY_KEY,
-            "TOOLWIRE_LOG_LEVEL": "warning",
-            "NO_COLOR": "1",
-        },
+        env=env,
         cpus={0} if workers == 1 else {0, 1},
+        stderr_pipe=pipe,
     )
+    if pipe:
+        # The reader of the pipe, as a log shipper would be: not in the gateway's tree.
+        procs.start(name + "-reader", ["cat"], stdin=target.proc.popen.stderr, cpus={1})
+        assert target.proc.popen.stderr is not None
+        target.proc.popen.stderr.close()
     wait_http_ok(target.proc, f"http://127.0.0.1:{port}/healthz", timeout=60)
     return target, target.proc.pid
 
 
 SERVER_TOOLS_NO_CALL = "server tools, none called"
 ROUND_TRIP = "server tool round trip"
-Scenario = tuple[str, Target, str, bool, int]
-"""name, target, body, stream, the pid whose CPU is measured."""
+
+
+@dataclass
+class Scenario:
+    name: str
+    target: Target
+    body: str
+    stream: bool
+    pid: int
+    """Whose CPU is measured: the gateway's, or the mock's for the direct rows."""
+
+
+MESSAGES_TOOL = {
+    "name": "get_weather",
+    "description": "Current weather for a city.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+
+
+def door_body(door: str, model: str) -> str:
+    """A non-streaming request of the same conversation on each front door."""
+    question = "What is the weather in Paris today?"
+    if door == "messages":
+        return json.dumps(
+            {
+                "model": model,
+                "max_tokens": 256,
+                "system": "You are a helpful assistant.",
+                "messages": [{"role": "user", "content": question}],
+                "tools": [MESSAGES_TOOL],
+            }
+        )
+    if door in ("responses", "responses-unstored"):
+        function = WEATHER_TOOL["function"]
+        assert isinstance(function, dict)
+        body = {
+            "model": model,
+            "instructions": "You are a helpful assistant.",
+            "input": question,
+            "tools": [{"type": "function", **function}],
+            "max_output_tokens": 256,
+        }
+        if door == "responses-unstored":
+            body["store"] = False  # not kept for `previous_response_id`: no store write
+        return json.dumps(body)
+    return chat_body(model, stream=False, tools=[WEATHER_TOOL])
+
+
+DOOR_PATHS = {
+    "chat": "/v1/chat/completions",
+    "messages": "/v1/messages",
+    "responses": "/v1/responses",
+    "responses-unstored": "/v1/responses",
+}
+DOORS = ("messages", "responses", "responses-unstored")
 
 
 def run(opts: argparse.Namespace) -> None:
+    variants: list[tuple[str, Path | None]] = [("hot", None)]
+    if opts.before:
+        variants.insert(0, ("before", Path(opts.before)))
+    logs = [m for m in opts.logs.split(",") if m]
+    for mode in logs:
+        if mode not in LOG_MODES:
+            raise SystemExit(f"--logs: {mode!r} is not one of {', '.join(LOG_MODES)}")
+    default_log = "text-file" if "text-file" in logs else logs[0]
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         procs = Processes(workdir, pin=opts.pin)
+        hermes: dict[str, Hermes] = {}
+        rates: dict[str, dict[str, float]] = {}
+        lost: dict[str, tuple[int, int]] = {}
         try:
-            upstream, upstream_port = start_upstream(procs, hermes_kb=1)
-            gateway, pid = start_gateway(procs, workdir, upstream_port, workers=1, tools=False)
-            agent, agent_pid = start_gateway(procs, workdir, upstream_port, workers=1, tools=True)
+            upstream, upstream_port = start_upstream(procs, hermes_kb=opts.hermes_kb)
             gen = LoadGen(procs)
             direct = Target(
                 name="direct", port=upstream_port, path="/v1/chat/completions", model="fake-model"
@@ -138,38 +250,150 @@ def run(opts: argparse.Namespace) -> None:
             def body(model: str, stream: bool) -> str:
                 return chat_body(model, stream=stream, tools=[WEATHER_TOOL])
 
-            scenarios: list[Scenario] = [
-                ("direct, non-stream", direct, body("fake-model", False), False, upstream.pid),
-                ("native, non-stream", gateway, body("bench-model", False), False, pid),
-                ("direct, stream", direct, body("fake-model", True), True, upstream.pid),
-                ("native, stream", gateway, body("bench-model", True), True, pid),
-                ("parse:hermes, stream", gateway, body("bench-parse", True), True, pid),
-                (SERVER_TOOLS_NO_CALL, agent, body("bench-model", False), False, agent_pid),
-                (ROUND_TRIP, agent, body("bench-tools", False), False, agent_pid),
+            scenarios = [
+                Scenario(
+                    "direct, non-stream", direct, body("fake-model", False), False, upstream.pid
+                ),
+                Scenario("direct, stream", direct, body("fake-model", True), True, upstream.pid),
             ]
-            latency: dict[str, list[float]] = {s[0]: [] for s in scenarios}
-            cpu: dict[str, list[float]] = {s[0]: [] for s in scenarios}
-            for _ in range(opts.rounds):
-                for name, target, text, stream, measured in scenarios:
-                    result = _window(gen, target, text, stream, 1, opts.requests, 60.0, measured)
-                    key = "ttfb" if stream else "latency"
-                    latency[name] += [x * 1000 for x in result[key]]
-                    cpu[name].append(result["cpu_ms"])
-            rates = {1: _rates(gen, gateway, direct, opts)}
-            for started in (gateway, agent):
-                assert started.proc is not None
-                started.proc.stop()
-                procs.started.remove(started.proc)
-            two, _ = start_gateway(procs, workdir, upstream_port, workers=2, tools=False)
-            rates[2] = _rates(gen, two, direct, opts)
-            assert two.proc is not None
-            two.proc.stop()
-            procs.started.remove(two.proc)
+            plain: dict[tuple[str, str], Target] = {}
+            for variant, src in variants:
+                for log in logs:
+                    gateway, pid = start_gateway(
+                        procs,
+                        workdir,
+                        upstream_port,
+                        workers=1,
+                        tools=False,
+                        log=log,
+                        src=src,
+                        label=variant,
+                    )
+                    plain[variant, log] = gateway
+                    scenarios += [
+                        Scenario(
+                            f"{variant} {log}, non-stream",
+                            gateway,
+                            body("bench-model", False),
+                            False,
+                            pid,
+                        ),
+                        Scenario(
+                            f"{variant} {log}, stream",
+                            gateway,
+                            body("bench-model", True),
+                            True,
+                            pid,
+                        ),
+                    ]
+                gateway = plain[variant, default_log]
+                assert gateway.proc is not None
+                pid = gateway.proc.pid
+                scenarios.append(
+                    Scenario(
+                        f"{variant} {default_log}, parse:hermes stream",
+                        gateway,
+                        body("bench-parse", True),
+                        True,
+                        pid,
+                    )
+                )
+                for door in DOORS:
+                    at = Target(
+                        name=gateway.name,
+                        port=gateway.port,
+                        path=DOOR_PATHS[door],
+                        model="bench-model",
+                    )
+                    scenarios.append(
+                        Scenario(
+                            f"{variant} {default_log}, /v1/{door}",
+                            at,
+                            door_body(door, "bench-model"),
+                            False,
+                            pid,
+                        )
+                    )
+                agent, agent_pid = start_gateway(
+                    procs,
+                    workdir,
+                    upstream_port,
+                    workers=1,
+                    tools=True,
+                    log=default_log,
+                    src=src,
+                    label=variant,
+                )
+                scenarios += [
+                    Scenario(
+                        f"{variant} {default_log}, {SERVER_TOOLS_NO_CALL}",
+                        agent,
+                        body("bench-model", False),
+                        False,
+                        agent_pid,
+                    ),
+                    Scenario(
+                        f"{variant} {default_log}, {ROUND_TRIP}",
+                        agent,
+                        body("bench-tools", False),
+                        False,
+                        agent_pid,
+                    ),
+                ]
+            latency: dict[str, list[float]] = {s.name: [] for s in scenarios}
+            cpu: dict[str, list[float]] = {s.name: [] for s in scenarios}
+            for rnd in range(opts.rounds):
+                for s in scenarios:
+                    result = _window(gen, s.target, s.body, s.stream, 1, opts.requests, 60.0, s.pid)
+                    key = "ttfb" if s.stream else "latency"
+                    latency[s.name] += [x * 1000 for x in result[key]]
+                    cpu[s.name].append(result["cpu_ms"])
+                print(f"round {rnd + 1}/{opts.rounds} done", file=sys.stderr, flush=True)
+            if opts.hermes_runs:
+                for variant, _ in variants:
+                    hermes[variant] = run_hermes(gen, plain[variant, default_log], opts, workdir)
+            for proc in list(procs.started):
+                if proc.name.startswith("toolwire-"):
+                    proc.stop()
+                    procs.started.remove(proc)
+            if opts.duration:
+                for variant, src in variants:
+                    for workers in (1, "auto"):
+                        two, _ = start_gateway(
+                            procs,
+                            workdir,
+                            upstream_port,
+                            workers=workers,
+                            tools=False,
+                            log=default_log,
+                            src=src,
+                            label=variant,
+                        )
+                        rates[f"{variant}, --workers {workers}"] = _rates(gen, two, direct, opts)
+                        assert two.proc is not None
+                        two.proc.stop()
+                        procs.started.remove(two.proc)
+            if opts.kill9:
+                for variant, src in variants:
+                    lost[variant] = _kill9(procs, workdir, upstream_port, src, variant, opts)
             working = _working_upstream(procs, workdir, gen, opts) if opts.upstream_cost_ms else {}
             gen.quit()
         finally:
             procs.stop_all()
-    report(latency, cpu, rates, opts)
+    report(latency, cpu, rates, opts, variants, logs, default_log)
+    for variant, found in hermes.items():
+        spread = ", ".join(f"{v:.0f}" for v in found.cpu_ms)
+        print(
+            f"\n{variant}: parse:hermes, {opts.hermes_kb} KB argument in 1-character deltas: "
+            f"gateway CPU ms per request {spread} (median "
+            f"{statistics.median(found.cpu_ms) if found.cpu_ms else float('nan'):.0f}); "
+            f"{found.verdict}"
+        )
+    for variant, (answered, logged) in lost.items():
+        print(
+            f"\n{variant}: kill -9 under load (text log to a file): {answered} requests "
+            f"answered, {logged} access lines written: {answered - logged} lost"
+        )
     if working:
         print(
             f"\nagainst an upstream that burns {opts.upstream_cost_ms:g} ms of CPU per request "
@@ -180,13 +404,66 @@ def run(opts: argparse.Namespace) -> None:
             print(f"{kind:<11} direct {d:>7.0f}   toolwire {t:>7.0f}   ratio {t / d:.2f}")
 
 
+def _kill9(
+    procs: Processes,
+    workdir: Path,
+    upstream_port: int,
+    src: Path | None,
+    variant: str,
+    opts: argparse.Namespace,
+) -> tuple[int, int]:
+    """Requests answered 200 before a `kill -9`, and the access lines the log holds for them.
+
+    Four client threads keep requests going; the gateway is killed after `--kill9` seconds.
+    """
+    gateway, pid = start_gateway(
+        procs,
+        workdir,
+        upstream_port,
+        workers=1,
+        tools=False,
+        log="text-file",
+        src=src,
+        label=variant + "-kill9",
+    )
+    assert gateway.proc is not None
+    answered: list[str] = []
+    stop = threading.Event()
+    text = chat_body("bench-model", stream=False, tools=[WEATHER_TOOL])
+
+    def client() -> None:
+        headers = {"Authorization": f"Bearer {GATEWAY_KEY}", "Content-Type": "application/json"}
+        with httpx.Client(base_url=f"http://127.0.0.1:{gateway.port}", timeout=5) as http:
+            while not stop.is_set():
+                try:
+                    reply = http.post("/v1/chat/completions", content=text, headers=headers)
+                except httpx.HTTPError:
+                    return
+                if reply.status_code == 200:
+                    answered.append(reply.headers["x-request-id"])
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(opts.kill9)
+    os.kill(pid, signal.SIGKILL)
+    stop.set()
+    for thread in threads:
+        thread.join(10)
+    gateway.proc.popen.wait(10)
+    procs.started.remove(gateway.proc)
+    log = gateway.proc.log.read_text(errors="replace")
+    logged = sum(1 for rid in answered if f"request_id={rid} " in log)
+    return len(answered), logged
+
+
 def _working_upstream(
     procs: Processes, workdir: Path, gen: LoadGen, opts: argparse.Namespace
 ) -> dict[str, float]:
     """Requests/s, direct and through one worker, against an upstream that does some work:
     with the instant upstream, "direct" measures only how fast a raw-asyncio loop answers."""
     _, port = start_upstream(procs, hermes_kb=1, cost_ms=opts.upstream_cost_ms)
-    gateway, _ = start_gateway(procs, workdir, port, workers=1, tools=False)
+    gateway, _ = start_gateway(procs, workdir, port, workers=1, tools=False, label="working")
     direct = Target(name="direct", port=port, path="/v1/chat/completions", model="fake-model")
     return _rates(gen, gateway, direct, opts)
 
@@ -223,6 +500,9 @@ def _window(
 def _rates(
     gen: LoadGen, gateway: Target, direct: Target, opts: argparse.Namespace
 ) -> dict[str, float]:
+    """Requests/s at concurrency 32: the median of three windows, after an untimed one (a
+    worker's first seconds, its upstream pool growing and its caches filling, made
+    `--workers 2` look 1.1× one worker when it was 1.7×)."""
     out: dict[str, float] = {}
     for label, target, model in (
         ("direct", direct, "fake-model"),
@@ -230,65 +510,106 @@ def _rates(
     ):
         for stream in (False, True):
             text = chat_body(model, stream=stream, tools=[WEATHER_TOOL])
-            result = _window(gen, target, text, stream, 32, 10**9, opts.duration, None)
-            out[f"{label}, {'stream' if stream else 'non-stream'}"] = (
-                result["count"] / result["elapsed"]
-            )
+            _window(gen, target, text, stream, 32, 10**9, min(2.0, opts.duration), None)
+            rates = []
+            for _ in range(3):
+                result = _window(gen, target, text, stream, 32, 10**9, opts.duration, None)
+                rates.append(result["count"] / result["elapsed"])
+            out[f"{label}, {'stream' if stream else 'non-stream'}"] = statistics.median(rates)
+            out[f"{label}, {'stream' if stream else 'non-stream'} spread"] = max(rates) - min(rates)
     return out
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.3f}–{max(values):.3f}" if values else ""
 
 
 def report(
     latency: dict[str, list[float]],
     cpu: dict[str, list[float]],
-    rates: dict[int, dict[str, float]],
+    rates: dict[str, dict[str, float]],
     opts: argparse.Namespace,
+    variants: list[tuple[str, Path | None]],
+    logs: list[str],
+    default_log: str,
 ) -> None:
     p50 = {name: statistics.median(values) for name, values in latency.items() if values}
-    p99 = {
-        name: statistics.quantiles(values, n=100)[98]
-        for name, values in latency.items()
-        if len(values) >= 2
-    }
     cpu50 = {name: statistics.median(values) for name, values in cpu.items() if values}
     print(
-        f"\nconcurrency 1, {opts.rounds} rounds × {opts.requests} requests, medians "
-        "(stream latency = time to the first data line)\n"
+        f"\nconcurrency 1, {opts.rounds} rounds × {opts.requests} requests; p50 of all "
+        "requests (stream: time to the first data line); CPU: median of the rounds' "
+        "CPU per request, and the rounds' spread\n"
     )
     print(
-        f"{'scenario':<26} {'p50 ms':>8} {'added ms':>9} {'p99 ms':>8} {'added ms':>9} "
-        f"{'gateway CPU ms/req':>19}"
+        f"{'scenario':<46} {'p50 ms':>7} {'added':>7} {'CPU ms/req':>10} "
+        f"{'spread':>13} {'× mock':>7}"
     )
+    mock = {
+        "non-stream": cpu50.get("direct, non-stream"),
+        "stream": cpu50.get("direct, stream"),
+    }
     base = {"non-stream": p50.get("direct, non-stream"), "stream": p50.get("direct, stream")}
-    base99 = {"non-stream": p99.get("direct, non-stream"), "stream": p99.get("direct, stream")}
     for name, value in p50.items():
-        kind = "stream" if name.endswith("stream") and "non" not in name else "non-stream"
+        kind = "stream" if name.endswith("stream") and "non-stream" not in name else "non-stream"
         direct = name.startswith("direct")
         added = "" if direct else f"{value - (base[kind] or 0):+.3f}"
-        tail = p99.get(name, float("nan"))
-        added99 = "" if direct else f"{tail - (base99[kind] or 0):+.3f}"
-        gateway_cpu = "" if direct else f"{cpu50.get(name, float('nan')):.3f}"
-        print(f"{name:<26} {value:>8.3f} {added:>9} {tail:>8.3f} {added99:>9} {gateway_cpu:>19}")
-    plain = cpu50.get("native, non-stream")
-    agent = cpu50.get(SERVER_TOOLS_NO_CALL)
-    loop = cpu50.get(ROUND_TRIP)
-    if plain is not None and agent is not None and loop is not None:
+        own = cpu50[name]
+        ratio = "" if direct or not mock[kind] else f"{own / (mock[kind] or 1):.2f}"
         print(
-            f"\nwith server tools configured, a request that calls none costs "
-            f"{agent - plain:+.3f} ms of gateway CPU (the agent path: run id, tool list, "
-            f"the loop's first turn)\none server-tool round trip, all-in (a second "
-            f"upstream call + the tool + the loop): {loop - agent:.3f} ms of gateway CPU"
+            f"{name:<46} {value:>7.3f} {added:>7} {own:>10.3f} {_spread(cpu[name]):>13} {ratio:>7}"
         )
-    print(f"\nconcurrency 32, {opts.duration:.0f} s each, requests/s")
-    print(f"{'':<22} {'--workers 1':>12} {'--workers 2':>12}")
-    for key in rates[1]:
-        one, two = rates[1][key], rates[2].get(key, float("nan"))
-        print(f"{key:<22} {one:>12.0f} {two:>12.0f}")
-    for kind in ("non-stream", "stream"):
-        d = rates[1][f"direct, {kind}"]
+    print("\nthe access log's CPU per request (log on − log off, medians), ms")
+    for variant, _ in variants:
+        off = cpu50.get(f"{variant} off, non-stream")
+        if off is None:
+            continue
+        cells = []
+        for log in logs:
+            if log == "off":
+                continue
+            on = cpu50.get(f"{variant} {log}, non-stream")
+            if on is not None:
+                cells.append(f"{log} {on - off:+.3f}")
+        print(f"{variant:<8} " + "   ".join(cells))
+    print("\nper door (non-stream, CPU ms/req, and relative to /v1/chat/completions)")
+    for variant, _ in variants:
+        chat = cpu50.get(f"{variant} {default_log}, non-stream")
+        cells = [f"chat {chat:.3f}" if chat else "chat —"]
+        for door in DOORS:
+            value = cpu50.get(f"{variant} {default_log}, /v1/{door}")
+            if value is not None and chat:
+                cells.append(f"{door} {value:.3f} ({(value / chat - 1) * 100:+.0f}%)")
+        print(f"{variant:<8} " + "   ".join(cells))
+    print("\nserver tools (gateway CPU ms/req; p50 ms)")
+    for variant, _ in variants:
+        plain = cpu50.get(f"{variant} {default_log}, non-stream")
+        agent = cpu50.get(f"{variant} {default_log}, {SERVER_TOOLS_NO_CALL}")
+        loop = cpu50.get(f"{variant} {default_log}, {ROUND_TRIP}")
+        agent_p = p50.get(f"{variant} {default_log}, {SERVER_TOOLS_NO_CALL}")
+        loop_p = p50.get(f"{variant} {default_log}, {ROUND_TRIP}")
+        if plain is None or agent is None or loop is None or agent_p is None or loop_p is None:
+            continue
         print(
-            f"toolwire / direct, {kind}: {rates[1][f'toolwire, {kind}'] / d:.3f} (1 worker), "
-            f"{rates[2][f'toolwire, {kind}'] / rates[2][f'direct, {kind}']:.3f} (2 workers)"
+            f"{variant:<8} none called {agent - plain:+.3f} CPU over a plain request; "
+            f"round trip {loop - agent:+.3f} CPU, {loop_p - agent_p:+.3f} p50 beyond a "
+            "request that calls none (includes the second upstream call)"
         )
+    if rates:
+        print(f"\nconcurrency 32, {opts.duration:.0f} s each, requests/s (log {default_log})")
+        for key, values in rates.items():
+            cells = "   ".join(
+                f"{k} {v:.0f} ±{values.get(k + ' spread', 0) / 2:.0f}"
+                for k, v in values.items()
+                if not k.endswith("spread")
+            )
+            print(f"{key:<24} {cells}")
+        for variant, _ in variants:
+            one = rates.get(f"{variant}, --workers 1")
+            auto = rates.get(f"{variant}, --workers auto")
+            if one and auto:
+                for kind in ("non-stream", "stream"):
+                    k = f"toolwire, {kind}"
+                    print(f"{variant} --workers auto / 1, {kind}: {auto[k] / one[k]:.2f}")
 
 
 def main() -> None:
@@ -301,6 +622,20 @@ def main() -> None:
         type=float,
         default=0.3,
         help="CPU per request of the working upstream of the last table (0: skip it)",
+    )
+    parser.add_argument(
+        "--before",
+        help="src directory of a checkout to run beside this one (e.g. /work/main/src)",
+    )
+    parser.add_argument(
+        "--logs",
+        default=",".join(LOG_MODES),
+        help=f"access log modes to measure, comma-separated ({', '.join(LOG_MODES)})",
+    )
+    parser.add_argument("--hermes-kb", type=int, default=128)
+    parser.add_argument("--hermes-runs", type=int, default=3, help="0: skip it")
+    parser.add_argument(
+        "--kill9", type=float, default=2.0, help="seconds of load before a kill -9 (0: skip)"
     )
     parser.add_argument("--no-pin", dest="pin", action="store_false")
     run(parser.parse_args())

@@ -1,178 +1,187 @@
-"""Instructions per request through each door, counted by callgrind: a repeatable figure
-on a noisy machine (wall-clock and CPU time vary with whatever else runs; instruction
-counts do not).
+"""Instructions per request of `toolwire serve` under callgrind: a repeatable figure on a
+noisy machine (CPU time per request moves ±10% from one window to the next when other
+work shares the cores; instruction counts move by well under 1%).
 
-Run: `python benchmarks/bench_instructions.py [--requests 200] [--tree NAME=SRC ...]`
-(prints figures; no assertions; needs valgrind). Each tree is a `src` directory (default:
-this checkout's); give two to compare, e.g. `--tree before=/tmp/old/src --tree
-after=src`. Per tree and scenario it runs the gateway app in-process twice under
-`valgrind --tool=callgrind` (once with no request, once with `--requests`) and prints
-(instructions of the second − the first) / requests: what one request costs the
-gateway's Python code, from the ASGI call to the last body byte, with the offline model
-(no socket, no upstream) and, for the agent path, a scripted model that calls the
-`add` server tool once.
+Run: `python benchmarks/bench_instructions.py [--requests 300] [--before /work/main/src]`
+(needs `valgrind`; prints figures, no assertions). Each variant is `toolwire serve`
+(one worker, the instant fake upstream of `bench_gateway.py`, no pinning) under
+`valgrind --tool=callgrind --instr-atstart=no`; after a warm-up, collection is switched
+on (`callgrind_control -i on`) around `--requests` sequential requests of each scenario,
+and the instructions of the gateway's process (all its threads) are divided by the
+requests. Under valgrind the gateway runs ~50× slower, so only the counts mean anything.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
-import re
+import json
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-TOOLS = ROOT / "scripts" / "walk_tools.py"
-MODEL = "toolwire-offline"
+import httpx
 
-SCENARIOS: dict[str, tuple[str, dict[str, Any], bool]] = {
-    # name: (path, body, with server tools)
-    "chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}, False),
+from bench_gateway import (
+    GATEWAY_KEY,
+    GATEWAY_KEY_ENV,
+    UPSTREAM_KEY_ENV,
+    WEATHER_TOOL,
+    Processes,
+    chat_body,
+    free_port,
+    start_upstream,
+    wait_http_ok,
+)
+from bench_hot_path import LOG_MODES, door_body
+
+SCENARIOS = {
+    "chat": (
+        "/v1/chat/completions",
+        lambda: chat_body("bench-model", stream=False, tools=[WEATHER_TOOL]),
+    ),
     "chat stream": (
         "/v1/chat/completions",
-        {"messages": [{"role": "user", "content": "hi"}], "stream": True},
-        False,
+        lambda: chat_body("bench-model", stream=True, tools=[WEATHER_TOOL]),
     ),
-    "messages": (
-        "/v1/messages",
-        {"max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
-        False,
-    ),
-    "responses": ("/v1/responses", {"input": "hi", "store": False}, False),
-    "chat, server tool": (
-        "/v1/chat/completions",
-        {"messages": [{"role": "user", "content": "2+3?"}]},
-        True,
-    ),
+    "messages": ("/v1/messages", lambda: door_body("messages", "bench-model")),
+    "responses": ("/v1/responses", lambda: door_body("responses", "bench-model")),
+    "unstored": ("/v1/responses", lambda: door_body("responses-unstored", "bench-model")),
 }
 
 
-# --- inside valgrind ----------------------------------------------------------------------
+def _config(workdir: Path, upstream_port: int) -> Path:
+    config = workdir / "toolwire-cg.yaml"
+    config.write_text(
+        "upstream:\n"
+        "  kind: openai\n"
+        f"  base_url: http://127.0.0.1:{upstream_port}/v1\n"
+        f"  api_key_env: {UPSTREAM_KEY_ENV}\n"
+        "  retries: 0\n"
+        "  models:\n"
+        "    bench-model: fake-model\n"
+        "store: memory\n"
+        "keys:\n"
+        "  - name: bench\n"
+        f"    env: {GATEWAY_KEY_ENV}\n"
+    )
+    return config
 
 
-async def _requests(scenario: str, count: int) -> None:
-    import orjson
-
-    from toolwire import AssistantMessage
-    from toolwire.models.scripted import ScriptedModel
-    from toolwire.server import GatewayConfig, create_app
-    from toolwire.tools import ToolCall
-
-    path, body, tools = SCENARIOS[scenario]
-    config: dict[str, Any] = {"store": f"sqlite:///{tempfile.mkdtemp()}/state.db"}
-    if tools:
-        config["server_tools"] = {"modules": [str(TOOLS)]}
-    app = create_app(GatewayConfig.model_validate(config), access_log=False)
-    gateway = app.state.gateway
-    raw = orjson.dumps({"model": MODEL, **body})
-    call = ToolCall(id="call_1", name="add", arguments='{"a": 2, "b": 3}')
-
-    async def one() -> None:
-        if tools:
-            for agent in gateway.agents.values():
-                agent.model = ScriptedModel([AssistantMessage(tool_calls=(call,)), "5"])
-        sent = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent
-            if sent:
-                await asyncio.sleep(3600)  # the client stays connected
-            sent = True
-            return {"type": "http.request", "body": raw, "more_body": False}
-
-        status = 0
-
-        async def send(message: dict[str, Any]) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": b"",
-            "root_path": "",
-            "headers": [
-                (b"host", b"bench"),
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(raw)).encode()),
-            ],
-            "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 80),
-            "state": {},
-        }
-        await app(scope, receive, send)
-        if status != 200:
-            raise SystemExit(f"{scenario}: status {status}")
-
-    async with app.router.lifespan_context(app):
-        await one()  # warm: imports, caches, the first store write
-        for _ in range(count):
-            await one()
+def _total(out: str) -> int:
+    """The summed `Ir` of every callgrind dump named `out` (one per thread)."""
+    total = 0
+    for dump in Path(out).parent.glob(Path(out).name + "*"):
+        for line in dump.read_text(errors="replace").splitlines():
+            if line.startswith("totals:"):  # at the end; `summary:` at the top reads 0
+                total += int(line.split()[1])
+    return total
 
 
-def _inner(scenario: str, count: int) -> None:
-    asyncio.run(_requests(scenario, count))
+def _control(*args: object) -> None:
+    subprocess.run(["callgrind_control", *map(str, args)], check=True, capture_output=True)
 
 
-# --- outside ------------------------------------------------------------------------------
+def measure(
+    src: Path | None, log: str, workdir: Path, upstream_port: int, requests: int, label: str
+) -> dict[str, float]:
+    port = free_port()
+    out = workdir / f"cg-{label}-{log}.out"
+    env = {
+        UPSTREAM_KEY_ENV: "bench-upstream-key",
+        GATEWAY_KEY_ENV: GATEWAY_KEY,
+        "TOOLWIRE_LOG_LEVEL": "warning" if log == "off" else "info",
+        "NO_COLOR": "1",
+        "PYTHONMALLOC": "malloc",
+    }
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    logging_args = ["--no-access-log"] if log == "off" else ["--log-format", log.partition("-")[0]]
+    procs = Processes(workdir, pin=False)
+    gateway = procs.start(
+        f"cg-{label}-{log}",
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--separate-threads=yes",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            "-m",
+            "toolwire.cli.main",
+            "serve",
+            "-c",
+            str(_config(workdir, upstream_port)),
+            "--port",
+            str(port),
+            *logging_args,
+        ],
+        env=env,
+    )
+    figures: dict[str, float] = {}
+    try:
+        wait_http_ok(gateway, f"http://127.0.0.1:{port}/healthz", timeout=300)
+        headers = {"Authorization": f"Bearer {GATEWAY_KEY}", "Content-Type": "application/json"}
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            for name, (path, body) in SCENARIOS.items():
+                text = body()
+                for _ in range(30):
+                    http.post(path, content=text, headers=headers).raise_for_status()
+                _control("-z", gateway.pid)
+                _control("-i", "on", gateway.pid)
+                for _ in range(requests):
+                    http.post(path, content=text, headers=headers).raise_for_status()
+                time.sleep(0.3)  # the log writer's batch, counted with its requests
+                _control("-i", "off", gateway.pid)
+                for stale in out.parent.glob(out.name + "*"):
+                    stale.unlink()
+                _control("-d", gateway.pid)
+                figures[name] = _total(str(out)) / requests
+    finally:
+        procs.stop_all()
 
-
-def _instructions(src: str, scenario: str, count: int) -> int:
-    with tempfile.NamedTemporaryFile("r", suffix=".log") as log:
-        env = {**os.environ, "PYTHONPATH": src, "PYTHONHASHSEED": "0"}
-        subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                "--callgrind-out-file=/dev/null",
-                f"--log-file={log.name}",
-                sys.executable,
-                __file__,
-                "--inner",
-                scenario,
-                str(count),
-            ],
-            env=env,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        found = re.search(r"Collected : (\d+)", log.read())
-    if found is None:
-        raise SystemExit("valgrind printed no instruction count")
-    return int(found.group(1))
+    return figures
 
 
 def main() -> None:
-    if len(sys.argv) == 4 and sys.argv[1] == "--inner":
-        _inner(sys.argv[2], int(sys.argv[3]))
-        return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--tree", action="append", default=[], help="NAME=SRC (repeatable)")
-    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
-    args = parser.parse_args()
-    trees = [t.split("=", 1) for t in args.tree] or [["this", str(ROOT / "src")]]
-    scenarios = args.scenario or list(SCENARIOS)
-    print(f"instructions per request (callgrind, {args.requests} requests, in-process ASGI)")
-    print(f"{'scenario':22}" + "".join(f"{name:>14}" for name, _ in trees))
-    for scenario in scenarios:
-        row = []
-        for _, src in trees:
-            base = _instructions(src, scenario, 0)
-            full = _instructions(src, scenario, args.requests)
-            row.append((full - base) / args.requests)
-        ratio = f"   {row[-1] / row[0]:.3f}x" if len(row) > 1 else ""
-        print(f"{scenario:22}" + "".join(f"{r:>14,.0f}" for r in row) + ratio, flush=True)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--before", help="src directory of a checkout to count beside this one")
+    parser.add_argument("--logs", default="off,text-file,json-file")
+    opts = parser.parse_args()
+    variants: list[tuple[str, Path | None]] = [("hot", None)]
+    if opts.before:
+        variants.insert(0, ("before", Path(opts.before)))
+    logs = [m for m in opts.logs.split(",") if m in LOG_MODES and not m.endswith("pipe")]
+    results: dict[tuple[str, str], dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        procs = Processes(workdir, pin=False)
+        try:
+            _, port = start_upstream(procs, hermes_kb=1)
+            for variant, src in variants:
+                for log in logs:
+                    results[variant, log] = measure(src, log, workdir, port, opts.requests, variant)
+                    counts = {k: round(v) for k, v in results[variant, log].items()}
+                    print(variant, log, json.dumps(counts), file=sys.stderr, flush=True)
+        finally:
+            procs.stop_all()
+    print(f"\ninstructions per request (thousands), callgrind, {opts.requests} requests each")
+    names = list(SCENARIOS)
+    print(f"{'variant':<8} {'log':<10} " + " ".join(f"{n:>12}" for n in names))
+    for (variant, log), figures in results.items():
+        print(f"{variant:<8} {log:<10} " + " ".join(f"{figures[n] / 1000:>12.1f}" for n in names))
+    for variant, _ in variants:
+        off = results.get((variant, "off"))
+        if off is None:
+            continue
+        for log in logs:
+            if log != "off":
+                cost = results[variant, log]["chat"] - off["chat"]
+                print(
+                    f"{variant}: the access log ({log}): {cost / 1000:+.1f}k instructions/request"
+                )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ from toolwire.server.http.door_errors import CatchAll, door_body
 from toolwire.server.http.draining import Drain
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.limits import Budget, InFlightLimit
-from toolwire.server.http.request_id import RequestId
 from toolwire.server.http.responses import json_response
 from toolwire.server.http.streaming import ClientGone
 from toolwire.server.keys.quotas import KeyLimits
@@ -138,7 +137,7 @@ def create_app(
             ClientDisconnect: _client_gone,
         },
         middleware=[
-            Middleware(RequestId),
+            # Observe gives each request its id first (it was `RequestId`, outside it).
             Middleware(Observe, metrics=metrics, log=access_log, models=gateway.routes),
             Middleware(InFlightLimit, budget=budget, keyring=gateway.keyring),
             Middleware(KeyLimits, limiter=gateway.limiter, keyring=gateway.keyring),

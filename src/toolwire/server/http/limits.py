@@ -237,8 +237,9 @@ class InFlightLimit:
             await self.app(scope, receive, send)
             return
         budget = self.budget
-        key = self._key(scope)
-        refusal = self._admit(scope, key)
+        headers = _headers(scope)
+        key = self._key(headers)
+        refusal = self._admit(scope, key, headers)
         if refusal is not None:
             await send_refusal(scope, send, refusal)
             return
@@ -283,22 +284,23 @@ class InFlightLimit:
         if ticket.refused is not None and not ticket.started:
             await send_refusal(scope, send, ticket.refused)
 
-    def _key(self, scope: Scope) -> str | None:
+    def _key(self, headers: Mapping[str, str]) -> str | None:
         if not self.keyring.enabled:
             return None  # an open gateway's callers are one principal: no share to keep
-        headers = _headers(scope)
         token = bearer_token(headers.get("authorization")) or headers.get("x-api-key")
         key = self.keyring.authenticate(token.strip() if token else None)
         return key.name if key is not None else None
 
-    def _admit(self, scope: Scope, key: str | None) -> GatewayError | None:
+    def _admit(
+        self, scope: Scope, key: str | None, headers: Mapping[str, str]
+    ) -> GatewayError | None:
         budget = self.budget
         if budget.requests >= budget.max_requests:
             return _overloaded()
         # A declared length is not charged (it costs nothing to declare 4 MiB and send
         # nothing), but a body that would not fit once it has arrived is refused before
         # a byte of it is read, rather than read in vain.
-        needs = _declared(scope) * _PER_BYTE
+        needs = _declared(scope, headers) * _PER_BYTE
         if budget.bytes + needs > budget.max_bytes:
             return _overloaded()
         if key is not None and budget.key_bytes.get(key, 0) + needs > budget.max_key_bytes:
@@ -318,10 +320,10 @@ def _headers(scope: Scope) -> Mapping[str, str]:
     }
 
 
-def _declared(scope: Scope) -> int:
+def _declared(scope: Scope, headers: Mapping[str, str]) -> int:
     if scope.get("method") not in _BODY_METHODS:
         return 0
-    value = _headers(scope).get("content-length")
+    value = headers.get("content-length")
     try:
         return int(value) if value is not None else 0
     except ValueError:

@@ -7,13 +7,13 @@ then follows the request through); otherwise the gateway makes one.
 
 from __future__ import annotations
 
+import os
 import re
-import uuid
 from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["RequestId", "request_id_of"]
+__all__ = ["RequestId", "assign_request_id", "request_id_of"]
 
 _USABLE: Final = re.compile(rb"[A-Za-z0-9._:\-]{1,128}")
 
@@ -25,8 +25,26 @@ def request_id_of(scope: Scope) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def assign_request_id(scope: Scope) -> tuple[bytes, bytes]:
+    """Give the request its id (in `scope["state"]`); return its `X-Request-Id` header."""
+    given = None
+    for name, value in scope.get("headers", ()):
+        if name == b"x-request-id":
+            given = value
+            break
+    rid = given.decode() if given is not None and _USABLE.fullmatch(given) else None
+    # 32 random hex digits, as `uuid4().hex` wrote them, without building a UUID.
+    rid = rid or "req_" + os.urandom(16).hex()
+    scope.setdefault("state", {})["request_id"] = rid
+    return (b"x-request-id", rid.encode())
+
+
 class RequestId:
-    """ASGI middleware: put the request's id in `scope["state"]` and in the response."""
+    """ASGI middleware: put the request's id in `scope["state"]` and in the response.
+
+    The gateway's app does this in `Observe` (one middleware less per request); this one
+    is for an app without it.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -35,11 +53,7 @@ class RequestId:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        given = next((v for k, v in scope.get("headers", ()) if k == b"x-request-id"), None)
-        rid = given.decode() if given is not None and _USABLE.fullmatch(given) else None
-        rid = rid or "req_" + uuid.uuid4().hex
-        scope.setdefault("state", {})["request_id"] = rid
-        header = (b"x-request-id", rid.encode())
+        header = assign_request_id(scope)
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -40,7 +40,9 @@ from toolwire import tracing
 from toolwire.parsing.events import ParseFailure
 from toolwire.server.http.client_text import log_text
 from toolwire.server.http.errors import GatewayError
+from toolwire.server.http.request_id import assign_request_id
 from toolwire.server.keys.caller import authenticate, gateway_of
+from toolwire.server.observability.logs import LineHandler, access_handler
 from toolwire.server.upstreams.routing import ANSWERED_BY, Deployment
 from toolwire.store.base import AuditRecord
 
@@ -173,14 +175,25 @@ class Metrics:
             ["status"],
             registry=r,
         )
+        self._children: dict[tuple[object, ...], Any] = {}
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, looked up once: `labels()` takes a lock and builds its
+        key on every call, and these are called on every request. The cache holds one
+        entry per series the metric holds already."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     # --- ModelObserver: told by every upstream client (see `ObservedModel`) -----------------
 
     def answered(self, model: str, seconds: float, *, stream: bool) -> None:
-        self.upstream_duration.labels(model, "true" if stream else "false").observe(seconds)
+        self._child(self.upstream_duration, model, "true" if stream else "false").observe(seconds)
 
     def first_event(self, model: str, seconds: float) -> None:
-        self.upstream_first_event.labels(model).observe(seconds)
+        self._child(self.upstream_first_event, model).observe(seconds)
 
     def failed(self, model: str, kind: str) -> None:
         self.upstream_errors.labels(model, kind).inc()
@@ -188,7 +201,7 @@ class Metrics:
     # --- RoutingObserver (see `server.routing`) and the per-key limits -----------------------
 
     def routed(self, public: str, deployment: Deployment) -> None:
-        self.deployment_requests.labels(public, deployment.upstream, deployment.label).inc()
+        self._child(self.deployment_requests, public, deployment.upstream, deployment.label).inc()
 
     def deployment_failed(self, deployment: Deployment, kind: str) -> None:
         self.deployment_failures.labels(deployment.upstream, deployment.label, kind).inc()
@@ -244,7 +257,8 @@ class MeteredAudit:
 
 
 class Observe:
-    """ASGI middleware: metrics and the access log line of every HTTP request.
+    """ASGI middleware: the request's id (as `RequestId`), metrics and the access log line
+    of every HTTP request.
 
     Args:
         models: The model ids the configuration routes: the only `model` label values
@@ -263,12 +277,19 @@ class Observe:
         self.metrics = metrics
         self.log = log
         self.models = frozenset(models)
+        # The labelled children, looked up once per label values: `labels()` takes a lock
+        # and builds the key each time. Holds what the metrics hold already (one entry per
+        # series), nothing more.
+        self._requests: dict[tuple[str, str, int, str], Any] = {}
+        self._durations: dict[str, Any] = {}
+        self._first_bytes: dict[str, Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
+        request_id = assign_request_id(scope)
         metrics = self.metrics
         status = 500
         streaming = False
@@ -279,12 +300,14 @@ class Observe:
             kind = message["type"]
             if kind == "http.response.start":
                 status = message["status"]
-                for name, value in message.get("headers", ()):
+                headers = message.get("headers", ())
+                for name, value in headers:
                     if name == b"content-type" and value.startswith(b"text/event-stream"):
                         streaming = True
                         if metrics is not None:
                             metrics.streams.inc()
-            elif kind == "http.response.body" and first_byte is None and message.get("body"):
+                message["headers"] = [*headers, request_id]
+            elif first_byte is None and kind == "http.response.body" and message.get("body"):
                 first_byte = time.perf_counter()
             await send(message)
 
@@ -294,6 +317,12 @@ class Observe:
         _TOOL_CALLS.set(tool_calls)
         answered_by: list[str] = []
         ANSWERED_BY.set(answered_by)
+        if not tracing.enabled():
+            try:
+                await self.app(scope, receive, observed)
+            finally:
+                self._done(scope, started, status, streaming, first_byte, tool_calls, answered_by)
+            return
         request_span = tracing.span(
             f"{scope['method']} {scope['path']}", {"http.request.method": scope["method"]}
         )
@@ -314,22 +343,50 @@ class Observe:
                     },
                 )
             request_span.__exit__(None, None, None)
-            ended = time.perf_counter()
-            route = _route(scope)
-            state = scope.get("state") or {}
-            model = state.get("model") or ""
-            if metrics is not None:
-                metrics.in_flight.dec()
-                if streaming:
-                    metrics.streams.dec()
-                    if first_byte is not None:
-                        metrics.first_byte.labels(route).observe(first_byte - started)
-                label = model if not model or model in self.models else OTHER
-                metrics.requests.labels(route, scope["method"], str(status), label).inc()
-                metrics.duration.labels(route).observe(ended - started)
-            if self.log and access_log.isEnabledFor(logging.INFO):
+            self._done(scope, started, status, streaming, first_byte, tool_calls, answered_by)
+
+    def _done(
+        self,
+        scope: Scope,
+        started: float,
+        status: int,
+        streaming: bool,
+        first_byte: float | None,
+        tool_calls: list[int],
+        answered_by: list[str],
+    ) -> None:
+        ended = time.perf_counter()
+        route = _route(scope)
+        state = scope.get("state") or {}
+        model = state.get("model") or ""
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.in_flight.dec()
+            if streaming:
+                metrics.streams.dec()
+                if first_byte is not None:
+                    first = self._first_bytes.get(route)
+                    if first is None:
+                        first = self._first_bytes[route] = metrics.first_byte.labels(route)
+                    first.observe(first_byte - started)
+            label = model if not model or model in self.models else OTHER
+            key = (route, scope["method"], status, label)
+            counter = self._requests.get(key)
+            if counter is None:
+                counter = metrics.requests.labels(route, scope["method"], str(status), label)
+                self._requests[key] = counter
+            counter.inc()
+            duration = self._durations.get(route)
+            if duration is None:
+                duration = self._durations[route] = metrics.duration.labels(route)
+            duration.observe(ended - started)
+        if self.log:
+            handler = access_handler()
+            if handler is not None or access_log.isEnabledFor(logging.INFO):
                 ms = (ended - started) * 1000
-                _log_line(scope, state, route, status, ms, model, tool_calls[0], answered_by)
+                _log_line(
+                    scope, state, route, status, ms, model, tool_calls[0], answered_by, handler
+                )
 
 
 def _route(scope: Scope) -> str:
@@ -349,6 +406,7 @@ def _log_line(
     model: str,
     tool_calls: int,
     answered_by: list[str] = [],  # noqa: B006 - read only
+    handler: LineHandler | None = None,
 ) -> None:
     fields = {
         "request_id": state.get("request_id"),
@@ -363,8 +421,13 @@ def _log_line(
         # From the config (`upstream/model`), never a URL; the last turn's, for a run.
         "deployment": answered_by[-1] if answered_by else None,
     }
-    shown = " ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
-    access_log.info(shown, extra={"toolwire": fields})
+    shown = " ".join([f"{k}={v}" for k, v in fields.items() if v is not None])
+    if handler is not None:
+        # The handler `configure_logging` set up, and nothing else would see the record:
+        # the same line, without making a `LogRecord`.
+        handler.access(shown, fields, time.time())
+    else:
+        access_log.info(shown, extra={"toolwire": fields})
 
 
 # --- /metrics ------------------------------------------------------------------------------

@@ -1,0 +1,181 @@
+"""Instructions per request of the gateway app itself, in-process, through each door,
+counted by callgrind: a repeatable figure on a noisy machine (wall-clock and CPU time
+vary with whatever else runs; instruction counts do not). `bench_instructions.py`
+counts a whole `toolwire serve` (server, access log, upstream client); this counts the
+app's own code, to compare two trees' doors and session side by side.
+
+Run: `python benchmarks/bench_app_instructions.py [--requests 200] [--tree NAME=SRC ...]`
+(prints figures; no assertions; needs valgrind). Each tree is a `src` directory (default:
+this checkout's); give two to compare, e.g. `--tree before=/tmp/old/src --tree
+after=src`. Per tree and scenario it runs the gateway app in-process twice under
+`valgrind --tool=callgrind` (once with no request, once with `--requests`) and prints
+(instructions of the second − the first) / requests: what one request costs the
+gateway's Python code, from the ASGI call to the last body byte, with the offline model
+(no socket, no upstream) and, for the agent path, a scripted model that calls the
+`add` server tool once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ROOT / "scripts" / "walk_tools.py"
+MODEL = "toolwire-offline"
+
+SCENARIOS: dict[str, tuple[str, dict[str, Any], bool]] = {
+    # name: (path, body, with server tools)
+    "chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}, False),
+    "chat stream": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "hi"}], "stream": True},
+        False,
+    ),
+    "messages": (
+        "/v1/messages",
+        {"max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
+        False,
+    ),
+    "responses": ("/v1/responses", {"input": "hi", "store": False}, False),
+    "chat, server tool": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "2+3?"}]},
+        True,
+    ),
+}
+
+
+# --- inside valgrind ----------------------------------------------------------------------
+
+
+async def _requests(scenario: str, count: int) -> None:
+    import orjson
+
+    from toolwire import AssistantMessage
+    from toolwire.models.scripted import ScriptedModel
+    from toolwire.server import GatewayConfig, create_app
+    from toolwire.tools import ToolCall
+
+    path, body, tools = SCENARIOS[scenario]
+    config: dict[str, Any] = {"store": f"sqlite:///{tempfile.mkdtemp()}/state.db"}
+    if tools:
+        config["server_tools"] = {"modules": [str(TOOLS)]}
+    app = create_app(GatewayConfig.model_validate(config), access_log=False)
+    gateway = app.state.gateway
+    raw = orjson.dumps({"model": MODEL, **body})
+    call = ToolCall(id="call_1", name="add", arguments='{"a": 2, "b": 3}')
+
+    async def one() -> None:
+        if tools:
+            for agent in gateway.agents.values():
+                agent.model = ScriptedModel([AssistantMessage(tool_calls=(call,)), "5"])
+        sent = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if sent:
+                await asyncio.sleep(3600)  # the client stays connected
+            sent = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+
+        status = 0
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [
+                (b"host", b"bench"),
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(raw)).encode()),
+            ],
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 80),
+            "state": {},
+        }
+        await app(scope, receive, send)
+        if status != 200:
+            raise SystemExit(f"{scenario}: status {status}")
+
+    async with app.router.lifespan_context(app):
+        await one()  # warm: imports, caches, the first store write
+        for _ in range(count):
+            await one()
+
+
+def _inner(scenario: str, count: int) -> None:
+    asyncio.run(_requests(scenario, count))
+
+
+# --- outside ------------------------------------------------------------------------------
+
+
+def _instructions(src: str, scenario: str, count: int) -> int:
+    with tempfile.NamedTemporaryFile("r", suffix=".log") as log:
+        env = {**os.environ, "PYTHONPATH": src, "PYTHONHASHSEED": "0"}
+        subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                f"--log-file={log.name}",
+                sys.executable,
+                __file__,
+                "--inner",
+                scenario,
+                str(count),
+            ],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        found = re.search(r"Collected : (\d+)", log.read())
+    if found is None:
+        raise SystemExit("valgrind printed no instruction count")
+    return int(found.group(1))
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--inner":
+        _inner(sys.argv[2], int(sys.argv[3]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--tree", action="append", default=[], help="NAME=SRC (repeatable)")
+    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
+    args = parser.parse_args()
+    trees = [t.split("=", 1) for t in args.tree] or [["this", str(ROOT / "src")]]
+    scenarios = args.scenario or list(SCENARIOS)
+    print(f"instructions per request (callgrind, {args.requests} requests, in-process ASGI)")
+    print(f"{'scenario':22}" + "".join(f"{name:>14}" for name, _ in trees))
+    for scenario in scenarios:
+        row = []
+        for _, src in trees:
+            base = _instructions(src, scenario, 0)
+            full = _instructions(src, scenario, args.requests)
+            row.append((full - base) / args.requests)
+        ratio = f"   {row[-1] / row[0]:.3f}x" if len(row) > 1 else ""
+        print(f"{scenario:22}" + "".join(f"{r:>14,.0f}" for r in row) + ratio, flush=True)
+
+
+if __name__ == "__main__":
+    main()
