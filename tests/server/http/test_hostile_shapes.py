@@ -430,6 +430,16 @@ async def test_unknown_model_names_do_not_grow_the_metrics(gateway: GatewayFacto
     assert 'model="other"' in scraped
 
 
+async def test_made_up_methods_do_not_grow_the_metrics(gateway: GatewayFactory) -> None:
+    # httptools knows only the registered methods; h11 (`--http h11`) takes any token.
+    async with gateway(CONFIG) as client:
+        for n in range(50):
+            await client.request(f"BREW{n}", "/v1/chat/completions")
+        scraped = (await client.get("/metrics")).text
+    assert "BREW" not in scraped
+    assert 'method="other"' in scraped
+
+
 async def test_configured_models_keep_their_own_label(gateway: GatewayFactory) -> None:
     async with gateway(CONFIG) as client:
         body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}

@@ -370,10 +370,13 @@ class Observe:
                         first = self._first_bytes[route] = metrics.first_byte.labels(route)
                     first.observe(first_byte - started)
             label = model if not model or model in self.models else OTHER
-            key = (route, scope["method"], status, label)
+            method = scope["method"]
+            if method not in _METHODS:
+                method = OTHER  # h11 takes any token as a method: one series for the rest
+            key = (route, method, status, label)
             counter = self._requests.get(key)
             if counter is None:
-                counter = metrics.requests.labels(route, scope["method"], str(status), label)
+                counter = metrics.requests.labels(route, method, str(status), label)
                 self._requests[key] = counter
             counter.inc()
             duration = self._durations.get(route)
@@ -387,6 +390,11 @@ class Observe:
                 _log_line(
                     scope, state, route, status, ms, model, tool_calls[0], answered_by, handler
                 )
+
+
+_METHODS: Final = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
+)
 
 
 def _route(scope: Scope) -> str:
