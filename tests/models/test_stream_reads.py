@@ -116,6 +116,26 @@ def test_runs_of_text_chunks_read_from_the_bytes_give_the_same_deltas(
     assert _coalesced(got) == _one_by_one(chunks)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(CHUNKS, max_size=30), st.integers(1, 4096))
+def test_without_joining_each_chunk_is_its_own_deltas(
+    chunks: list[dict[str, Any]], size: int
+) -> None:
+    chunks = [_chunk({"content": "start"}), *chunks]
+    body = b"".join(b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks)
+    decoder, assembler = SSEDecoder(), ChatStreamAssembler()
+    got: list[ModelDelta] = []
+    for start in range(0, len(body), size):
+        batch, _ = read_deltas(body[start : start + size], decoder, assembler, join=False)
+        got += batch
+    reference = ChatStreamAssembler()
+    expected: list[ModelDelta] = []
+    for chunk in chunks:
+        expected += reference.feed(chunk)
+    assert got == expected
+    assert assembler.finish() == reference.finish()
+
+
 def test_a_text_chunk_of_the_learnt_shape_is_read_from_its_bytes() -> None:
     from toolwire.models.openai_wire import TextChunkShape, plain_text
 

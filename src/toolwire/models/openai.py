@@ -82,6 +82,9 @@ class OpenAIChatModel:
         engine: The server software behind the endpoint (`llama.cpp`, `llama-cpp-python`,
             `vllm`, ...; default `generic`): its quirks are absorbed by its profile in
             `toolwire.models.quirks`.
+        join_deltas: Join the deltas that arrive in one read into one (cheaper for what
+            reads the text: a parser, an agent). `False` streams each chunk as its own
+            delta, as the upstream wrote it (the gateway's pass-through).
     """
 
     def __init__(
@@ -99,6 +102,7 @@ class OpenAIChatModel:
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         id_style: IdStyle = "keep",
         engine: Engine = "generic",
+        join_deltas: bool = True,
     ) -> None:
         if retries < 0:
             raise ValueError(f"retries must be 0 or more, got {retries}.")
@@ -108,6 +112,7 @@ class OpenAIChatModel:
         self.model = model
         self.id_style: IdStyle = id_style
         self.quirks = quirks_for(engine)
+        self.join_deltas = join_deltas
         self._endpoint = Upstream(
             base_url=base,
             url=base + "/chat/completions",
@@ -192,7 +197,9 @@ class OpenAIChatModel:
                     try:
                         pieces = response.aiter_bytes()
                         async for piece in pieces:
-                            batch, done = read_deltas(piece, decoder, assembler)
+                            batch, done = read_deltas(
+                                piece, decoder, assembler, join=self.join_deltas
+                            )
                             for delta in batch:
                                 yielded = True
                                 yield delta
@@ -342,13 +349,15 @@ def _first_event_json(content: bytes) -> Any:
 
 
 def read_deltas(
-    piece: bytes, decoder: SSEDecoder, assembler: wire.ChatStreamAssembler
+    piece: bytes, decoder: SSEDecoder, assembler: wire.ChatStreamAssembler, *, join: bool = True
 ) -> tuple[list[ModelDelta], bool]:
     """The deltas of one read of an upstream stream, and whether it held `[DONE]`.
 
-    Deltas that arrived in one read go on as one: nothing waits for them, and a fast
-    upstream's thousands of one-character deltas then cost one pass downstream instead
-    of thousands (runs of plain text chunks are joined before any delta is made).
+    With `join`, deltas that arrived in one read go on as one: nothing waits for them,
+    and a fast upstream's thousands of one-character deltas then cost one pass
+    downstream instead of thousands (runs of plain text chunks are joined before any
+    delta is made); what reads the text (a parser) wants that. Without it, each chunk
+    is its own delta, as the upstream wrote it (a gateway passing a stream through).
     """
     done = False
     chunks: list[Any] = []
@@ -356,7 +365,7 @@ def read_deltas(
     # Runs of text chunks of the learnt shape are read straight from the bytes; what lies
     # between them goes through the decoder (all of a read at once when it holds a `\r`,
     # as the run pattern knows only `\n` line ends).
-    fast = b"\r" not in piece
+    fast = join and b"\r" not in piece  # a run read from the bytes is its chunks joined
     pos, n = 0, len(piece)
     while pos < n and not done:
         if not fast:
@@ -374,6 +383,14 @@ def read_deltas(
         done = _decoded(decoder.feed(piece[pos:end]), shape, chunks)
         pos = end
     batch: list[ModelDelta] = []
+    if not join:
+        for chunk in chunks:
+            if type(chunk) is str:
+                if assembler.feed_text_run([chunk], 0)[0]:
+                    batch.append(ModelContentDelta(chunk))
+            else:
+                batch += assembler.feed(chunk)
+        return batch, done
     i, n = 0, len(chunks)
     while i < n:
         text, i = assembler.feed_text_run(chunks, i)

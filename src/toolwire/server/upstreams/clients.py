@@ -82,6 +82,9 @@ def build_model(
             id_style=id_style(upstream, route.model),
             engine=upstream.engine,
             connect_hint="Check upstream.base_url in the gateway config.",
+            # Passed through, a stream keeps the upstream's chunks; a parser reads the
+            # text, and joined deltas cost it one pass instead of one per chunk.
+            join_deltas=mode != "native" or dialect == "tool_request",
         )
     if observer is not None:
         base = ObservedModel(base, observer)

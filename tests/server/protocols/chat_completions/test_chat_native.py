@@ -135,6 +135,22 @@ def test_stream_forwards_content_and_usage(
     assert openai_server.last.json["stream"] is True
 
 
+def test_a_stream_passes_through_chunk_for_chunk(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    # All of it in one read of the gateway's: still one chunk out per chunk in, not
+    # joined (a native route has no parser that must hold text back).
+    text = [f"w{i} " for i in range(20)]
+    calls = [_start(0, "call_a", "get_weather"), *(_args(0, c) for c in ['{"city"', ': "Oslo"}'])]
+    events = [delta(t) for t in text] + [delta(tool_calls=[c]) for c in calls]
+    openai_server.reply(sse([*events, delta(finish_reason="tool_calls")], split=1 << 20))
+    _, chunks = raw_stream(server, {"model": MODEL, "messages": USER})
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert [d["content"] for d in deltas if d.get("content")] == text
+    args = [d["tool_calls"][0]["function"]["arguments"] for d in deltas if d.get("tool_calls")]
+    assert args == ["", '{"city"', ': "Oslo"}']
+
+
 def test_stream_without_include_usage_has_no_usage_chunk(
     server: LiveServer, openai_server: FakeOpenAIServer
 ) -> None:
