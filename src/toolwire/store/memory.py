@@ -13,6 +13,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from toolwire.store.base import (
     APPROVAL_DECISION_FIELDS,
     ApprovalRecord,
@@ -41,7 +43,7 @@ class MemoryStore:
         self._audit_last = 0
         # Expiry on the monotonic clock: a wall clock step must not revive or drop entries.
         self._cache: dict[str, tuple[float, bytes]] = {}
-        self._memory: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._memory: dict[str, tuple[float, bytes]] = {}
         self._counts: dict[str, tuple[float, int]] = {}
         self._writes = 0
 
@@ -261,7 +263,8 @@ class MemoryStore:
         if ttl <= 0:
             self._memory.pop(key, None)
             return
-        self._memory[key] = (time.monotonic() + ttl, copy.deepcopy(value))
+        # Kept as the JSON the other stores keep (a copy, and the same types back).
+        self._memory[key] = (time.monotonic() + ttl, orjson.dumps(value))
 
     async def recall(self, key: str) -> dict[str, Any] | None:
         entry = self._memory.get(key)
@@ -270,7 +273,8 @@ class MemoryStore:
         if time.monotonic() >= entry[0]:
             del self._memory[key]
             return None
-        return copy.deepcopy(entry[1])
+        value: dict[str, Any] = orjson.loads(entry[1])
+        return value
 
     async def add_count(self, key: str, amount: int, ttl: float) -> int:
         self._sweep()

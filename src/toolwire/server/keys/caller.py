@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import os
 from dataclasses import dataclass
 
 from starlette.requests import Request
@@ -74,7 +74,7 @@ def authenticate(request: Request) -> Caller:
         forwarded = bearer
     ctx = gateway.context(key, forwarded)
     # Kept in audit records so an operator can find a request's tool calls.
-    ctx.metadata["request_id"] = request_id_of(request.scope) or "req_" + uuid.uuid4().hex
+    ctx.metadata["request_id"] = request_id_of(request.scope) or "req_" + os.urandom(16).hex()
     if key is not None:
         request.scope.setdefault("state", {})["key_name"] = key.name  # for the access log
     return Caller(key, ctx)
