@@ -322,9 +322,14 @@ def chat_body(model: str, *, stream: bool, tools: list[dict[str, Any]]) -> str:
     )
 
 
-def start_upstream(procs: Processes, hermes_kb: int, cost_ms: float = 0.0) -> tuple[Proc, int]:
+def start_upstream(
+    procs: Processes, hermes_kb: int, cost_ms: float = 0.0, *, starlette: bool = False
+) -> tuple[Proc, int]:
+    """The fake upstream: raw asyncio (a few µs per request), or with `starlette` the
+    same answers from a Starlette app under uvicorn (see `gateway_fake_upstream.py`)."""
+    name = "fake_upstream" if not cost_ms else f"fake_upstream_{cost_ms:g}ms"
     proc = procs.start(
-        "fake_upstream" if not cost_ms else f"fake_upstream_{cost_ms:g}ms",
+        name + ("_starlette" if starlette else ""),
         [
             sys.executable,
             str(HERE / "gateway_fake_upstream.py"),
@@ -332,6 +337,7 @@ def start_upstream(procs: Processes, hermes_kb: int, cost_ms: float = 0.0) -> tu
             str(hermes_kb),
             "--cost-ms",
             str(cost_ms),
+            *(["--starlette"] if starlette else []),
         ],
         cpus={1},
         stdout_pipe=True,

@@ -1,10 +1,14 @@
-"""The gateway's hot path (issue 15): what toolwire adds per request, per stream, per
-server-tool round trip, and what one and two worker processes serve.
+"""The gateway's hot path (issues 15 and 29): what toolwire adds per request, per stream,
+per server-tool round trip, with the access log off and on, per door, and what one and
+two worker processes serve.
 
-Run: `python benchmarks/bench_hot_path.py [--rounds 3] [--requests 1000] [--duration 4]`
-(prints figures; no assertions). It reuses `bench_gateway.py`'s processes: the instant
-fake OpenAI-compatible upstream (raw asyncio, a few µs per request), the raw-asyncio load
-generator, and `toolwire serve` pinned to CPU 0 with the others on CPU 1 (2+ cores).
+Run: `python benchmarks/bench_hot_path.py [--rounds 3] [--requests 1000] [--duration 4]
+[--mock raw|starlette] [--before OTHER/src]` (prints figures; no assertions). It reuses
+`bench_gateway.py`'s processes: the fake OpenAI-compatible upstream (`--mock raw`: raw
+asyncio, a few µs per request; `--mock starlette`: the same answers from a Starlette app
+under uvicorn, the mock issue 29's ratios are against), the raw-asyncio load generator,
+and `toolwire serve` pinned to CPU 0 with the others on CPU 1 (2+ cores). `--before`
+runs another checkout's gateway beside this one, in the same rounds.
 
 At concurrency 1, rounds alternating the scenarios:
 
@@ -241,7 +245,9 @@ def run(opts: argparse.Namespace) -> None:
         rates: dict[str, dict[str, float]] = {}
         lost: dict[str, tuple[int, int]] = {}
         try:
-            upstream, upstream_port = start_upstream(procs, hermes_kb=opts.hermes_kb)
+            upstream, upstream_port = start_upstream(
+                procs, hermes_kb=opts.hermes_kb, starlette=opts.mock == "starlette"
+            )
             gen = LoadGen(procs)
             direct = Target(
                 name="direct", port=upstream_port, path="/v1/chat/completions", model="fake-model"
@@ -636,6 +642,12 @@ def main() -> None:
     parser.add_argument("--hermes-runs", type=int, default=3, help="0: skip it")
     parser.add_argument(
         "--kill9", type=float, default=2.0, help="seconds of load before a kill -9 (0: skip)"
+    )
+    parser.add_argument(
+        "--mock",
+        choices=["raw", "starlette"],
+        default="raw",
+        help="the upstream: raw asyncio (µs per request) or a Starlette app (the issue's)",
     )
     parser.add_argument("--no-pin", dest="pin", action="store_false")
     run(parser.parse_args())

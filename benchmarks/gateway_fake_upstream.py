@@ -22,6 +22,11 @@ gateway, not the fake. `POST .../chat/completions` answers by the request body:
 `--cost-ms X` makes each chat completion burn X ms of CPU before it answers: an upstream
 that does some work (a real server parses, validates and serialises), against which "half
 of the direct throughput" is a meaningful figure; 0 (the default) is the instant upstream.
+
+`--starlette` serves the same answers from a Starlette app under uvicorn (httptools,
+uvloop, one worker): the mock issue 29 measured the gateway against, a Python web app
+doing the least a Python web app does per request (a few tenths of a millisecond), where
+the raw one costs a few µs.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ import re
 import socket
 import sys
 import time
-from typing import Final
+from collections.abc import AsyncIterator
+from typing import Any, Final
 
 MODEL: Final = "fake-model"
 STREAM_CHUNKS: Final = 20
@@ -271,6 +277,85 @@ async def serve(host: str, port: int, hermes_kb: int, cost_ms: float = 0.0) -> N
         await server.serve_forever()
 
 
+def _unframe(raw: bytes) -> tuple[int, str, list[bytes]]:
+    """A prebuilt response as its status, content type and body parts (one per HTTP
+    chunk of a chunked one)."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    fields = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:])}
+    if fields.get("transfer-encoding") != "chunked":
+        return status, fields["content-type"], [body]
+    parts: list[bytes] = []
+    while body:
+        size_line, _, body = body.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            break
+        parts.append(body[:size])
+        body = body[size + 2 :]
+    return status, fields["content-type"], parts
+
+
+def serve_starlette(host: str, port: int, hermes_kb: int, cost_ms: float = 0.0) -> None:
+    """The same answers from a Starlette app under uvicorn, written the way a small mock
+    app is: the body read as JSON, the answer serialised per request (a whole JSON
+    response, or one SSE event per chunk of a stream)."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    pick = UpstreamProtocol(build_responses(0), cost_ms / 1000)
+    answers: dict[str, tuple[int, list[Any]]] = {}
+    for name, raw in build_responses(hermes_kb).items():
+        status, media, parts = _unframe(raw)
+        if media.startswith("text/event-stream"):
+            events = [p.removeprefix(b"data: ").strip() for p in parts]
+            answers[name] = (status, [json.loads(e) for e in events if e != b"[DONE]"])
+        else:
+            answers[name] = (status, [json.loads(parts[0])])
+
+    async def completions(request: Request) -> Response:
+        body = await request.json()
+        raw_line = f"POST {request.url.path} HTTP/1.1"
+        chosen = pick._answer(raw_line, json.dumps(body, separators=(",", ":")).encode())
+        # Chosen by the raw upstream's rules (its Hermes answers built small: only the
+        # name is used), answered from `answers` (built at --hermes-kb).
+        name = next(n for n, r in pick._responses.items() if r is chosen)
+        status, payloads = answers[name]
+        if body.get("stream"):
+
+            async def events() -> AsyncIterator[str]:
+                for payload in payloads:
+                    yield f"data: {json.dumps(payload)}\n\n"
+                yield "data: [DONE]\n\n"
+
+            return StreamingResponse(events(), media_type="text/event-stream")
+        return JSONResponse(payloads[0], status_code=status)
+
+    async def models(request: Request) -> Response:
+        return JSONResponse(answers["models"][1][0])
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", completions, methods=["POST"]),
+            Route("/v1/models", models),
+            Route("/healthz", models),
+        ]
+    )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    print(f"listening on {sock.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(
+        app, http="httptools", loop="uvloop", access_log=False, log_level="warning"
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -279,7 +364,11 @@ def main() -> None:
     parser.add_argument(
         "--cost-ms", type=float, default=0.0, help="CPU burnt per chat completion (ms)"
     )
+    parser.add_argument("--starlette", action="store_true", help="a Starlette app under uvicorn")
     args = parser.parse_args()
+    if args.starlette:
+        serve_starlette(args.host, args.port, args.hermes_kb, args.cost_ms)
+        return
     try:
         asyncio.run(serve(args.host, args.port, args.hermes_kb, args.cost_ms))
     except KeyboardInterrupt:
