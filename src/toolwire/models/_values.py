@@ -28,6 +28,7 @@ def json_type(value: Any) -> str:
         float: "a number",
         bool: "a boolean",
         list: "an array",
+        dict: "an object",
     }.get(type(value), type(value).__name__)
 
 

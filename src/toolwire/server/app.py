@@ -137,7 +137,7 @@ def create_app(
             ClientDisconnect: _client_gone,
         },
         middleware=[
-            # Observe gives each request its id first (it was `RequestId`, outside it).
+            # Observe gives each request its id first (`assign_request_id`).
             Middleware(Observe, metrics=metrics, log=access_log, models=gateway.routes),
             Middleware(InFlightLimit, budget=budget, keyring=gateway.keyring),
             Middleware(KeyLimits, limiter=gateway.limiter, keyring=gateway.keyring),

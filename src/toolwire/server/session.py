@@ -66,6 +66,7 @@ __all__ = [
     "Session",
     "Turn",
     "TurnWriter",
+    "Writer",
     "failure",
     "resume",
     "serve",
@@ -118,50 +119,24 @@ class ReadRequest(Protocol):
         ...
 
 
-class RunWriter(Protocol):
-    """Neutral run events → one protocol's wire. Each method returns the bytes to send
-    (empty when there are none, as when not streaming)."""
+End = TypeVar("End", contravariant=True)
+
+
+class Writer(Protocol[End]):
+    """What a request's answer is written with, in one protocol: each method returns the
+    bytes to send (empty when there are none, as when not streaming). `End` is what the
+    answer ends with: a run's result, or a model turn's response."""
 
     @property
     def streaming(self) -> bool: ...
 
     def opening(self) -> bytes: ...
 
-    def event(self, event: AgentEvent) -> bytes: ...
-
-    def close(self, result: RunResult) -> bytes:
-        """What comes before the answer is kept (`Run.on_done`)."""
+    def close(self, done: End) -> bytes:
+        """A stream's last content, before the answer is kept (`on_done`)."""
         ...
 
-    def end(self, result: RunResult) -> bytes:
-        """The last bytes, once it is kept."""
-        ...
-
-    def failed(self, error: GatewayError) -> bytes:
-        """The last event of a stream that failed after it started."""
-        ...
-
-    def whole(self, result: RunResult) -> dict[str, Any]:
-        """The whole answer of a run that was not streamed."""
-        ...
-
-
-class TurnWriter(Protocol):
-    """One model turn → one protocol's wire, for a gateway without server tools: its
-    deltas pass through as the upstream writes them."""
-
-    @property
-    def streaming(self) -> bool: ...
-
-    def opening(self) -> bytes: ...
-
-    def delta(self, event: ModelDelta) -> bytes: ...
-
-    def close(self, response: ModelResponse) -> bytes:
-        """A stream's last content, before the turn is kept (`Turn.on_done`)."""
-        ...
-
-    def end(self, response: ModelResponse) -> bytes:
+    def end(self, done: End) -> bytes:
         """A stream's last bytes, once it is kept."""
         ...
 
@@ -169,9 +144,22 @@ class TurnWriter(Protocol):
         """The last event of a stream that failed after it started."""
         ...
 
-    def whole(self, response: ModelResponse) -> dict[str, Any]:
-        """The whole answer of a turn that was not streamed."""
+    def whole(self, done: End) -> dict[str, Any]:
+        """The whole answer, not streamed."""
         ...
+
+
+class RunWriter(Writer[RunResult], Protocol):
+    """A run's neutral events → one protocol's wire."""
+
+    def event(self, event: AgentEvent) -> bytes: ...
+
+
+class TurnWriter(Writer[ModelResponse], Protocol):
+    """One model turn → one protocol's wire, for a gateway without server tools: its
+    deltas pass through as the upstream writes them."""
+
+    def delta(self, event: ModelDelta) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

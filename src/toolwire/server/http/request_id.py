@@ -1,5 +1,5 @@
-"""`RequestId`: every request gets an id, returned as `X-Request-Id` and kept in the audit
-log, so an operator can find what one request did.
+"""Every request gets an id, returned as `X-Request-Id` and kept in the audit log, so an
+operator can find what one request did (the `Observe` middleware assigns it first).
 
 A client's own `X-Request-Id` is kept when it is a short printable token (a proxy's id
 then follows the request through); otherwise the gateway makes one.
@@ -11,15 +11,15 @@ import os
 import re
 from typing import Final
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
-__all__ = ["RequestId", "assign_request_id", "request_id_of"]
+__all__ = ["assign_request_id", "request_id_of"]
 
 _USABLE: Final = re.compile(rb"[A-Za-z0-9._:\-]{1,128}")
 
 
 def request_id_of(scope: Scope) -> str | None:
-    """The id `RequestId` gave this request, if it ran."""
+    """The id `assign_request_id` gave this request, if it ran."""
     state = scope.get("state")
     value = state.get("request_id") if isinstance(state, dict) else None
     return value if isinstance(value, str) else None
@@ -37,27 +37,3 @@ def assign_request_id(scope: Scope) -> tuple[bytes, bytes]:
     rid = rid or "req_" + os.urandom(16).hex()
     scope.setdefault("state", {})["request_id"] = rid
     return (b"x-request-id", rid.encode())
-
-
-class RequestId:
-    """ASGI middleware: put the request's id in `scope["state"]` and in the response.
-
-    The gateway's app does this in `Observe` (one middleware less per request); this one
-    is for an app without it.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        header = assign_request_id(scope)
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), header]
-            await send(message)
-
-        await self.app(scope, receive, send_with_id)

@@ -9,6 +9,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
+from toolwire.models._values import json_type
 from toolwire.server.configuration.loader import format_path
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.json_depth import MAX_JSON_DEPTH, too_deep
@@ -96,7 +97,7 @@ async def read_json(request: Request, *, limit: int, allow_empty: bool = False) 
 def validate_body(model: type[M], data: Any) -> M:
     """`data` as `model`, or a 400 naming the first field at fault (and a few more)."""
     if not isinstance(data, dict):
-        raise GatewayError(400, f"The request body must be a JSON object, not {_json_type(data)}.")
+        raise GatewayError(400, f"The request body must be a JSON object, not {json_type(data)}.")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -122,15 +123,3 @@ def _too_large(limit: int) -> GatewayError:
         "(limits.max_body_bytes).",
         code="request_too_large",
     )
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return "null"

@@ -257,7 +257,7 @@ class MeteredAudit:
 
 
 class Observe:
-    """ASGI middleware: the request's id (as `RequestId`), metrics and the access log line
+    """ASGI middleware: the request's id (`assign_request_id`), metrics and the access log line
     of every HTTP request.
 
     Args:

@@ -14,6 +14,7 @@ from typing import Any, Final
 import jsonschema_rs
 import orjson
 
+from toolwire.models._values import json_type
 from toolwire.models.base import ToolChoice
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.json_depth import MAX_JSON_DEPTH, JsonTooDeep, loads_text, text_too_deep
@@ -79,23 +80,6 @@ def deep_arguments(where: str) -> GatewayError:
         "send flatter JSON.",
         code="json_too_deep",
     )
-
-
-def json_type(value: Any) -> str:
-    """How a JSON value is named in error messages: `a string`, `an array`, `null`, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 def shown(value: Any) -> str:

@@ -267,7 +267,7 @@ async def _decide(request: Request) -> Response:
             caller,
             approve=body.approved,
             reason=body.reason,
-            # The id `RequestId` kept or made, never the client's header as sent.
+            # The id `assign_request_id` kept or made, never the client's header as sent.
             request_id=request_id_of(request.scope),
             now=now,
         )
