@@ -81,7 +81,8 @@ async def _create(request: Request) -> Response:
         dialect=gateway.config.dialect,
     )
     if given.answers:
-        answer, writer = await _continue(gateway, caller, req, previous, given)
+        paused = _answering(previous, given)
+        answer, writer = await _continue(gateway, caller, req, paused, given)
     elif previous is not None and previous.approvals:
         raise GatewayError(
             400,
@@ -159,14 +160,9 @@ async def _start(
 
 
 async def _continue(
-    gateway: Gateway,
-    caller: Caller,
-    req: ResponsesRequest,
-    previous: StoredResponse | None,
-    given: Input,
+    gateway: Gateway, caller: Caller, req: ResponsesRequest, paused: StoredResponse, given: Input
 ) -> tuple[Answer, ResponseWriter]:
-    """Decide the previous response's approvals and go on with its paused run."""
-    paused = _answering(previous, given)
+    """Decide the approvals of the paused response (`_answering`) and go on with its run."""
     await _ready(gateway)
     try:
         records = {i: await gateway.store.get_approval(i) for i in paused.approvals}
