@@ -97,8 +97,8 @@ class Tracer:
             for value in values:
                 if type(value).__name__ == "Request" and not self.lineage:
                     self.join(value, 0)
-            if "scope" in names and "receive" in names:
-                return  # ASGI middleware: before the route, not on its trail
+            if "scope" in names:
+                return  # ASGI middleware around the route, not on its trail
             if any(
                 isinstance(v, dict) and str(v.get("type", "")).startswith("http.") for v in values
             ):
