@@ -25,14 +25,8 @@ from starlette.routing import Route
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.requests import read_json
-from toolwire.server.http.responses import (
-    IGNORED_HEADER,
-    ignored_header,
-    json_response,
-)
-from toolwire.server.http.streaming import (
-    ClientGone,
-)
+from toolwire.server.http.responses import IGNORED_HEADER, ignored_header, json_response
+from toolwire.server.http.streaming import ClientGone
 from toolwire.server.keys.caller import authenticate, gateway_of
 from toolwire.server.protocols.anthropic_messages.request import (
     MessagesRequest,
