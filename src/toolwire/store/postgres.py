@@ -20,7 +20,6 @@ migrate it once.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import time
@@ -36,12 +35,17 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
-from toolwire.store._sql import approval_filters, audit_filters, marks, run_filters
+from toolwire.store._sql import (
+    APPROVAL_COLUMNS,
+    AUDIT_COLUMNS,
+    RUN_COLUMNS,
+    SqlReads,
+    marks,
+)
 from toolwire.store.base import (
     APPROVAL_DECISION_FIELDS,
     ApprovalRecord,
     ApprovalStatus,
-    AuditQuery,
     AuditRecord,
     PruneCounts,
     RunRecord,
@@ -181,21 +185,12 @@ _OUR_PARAMETERS = ("schema", "pool_size")
 _PURGE_EVERY = 60.0
 """Seconds between sweeps of expired cache and memory rows (reads ignore them anyway)."""
 
-_RUN_COLUMNS = tuple(f.name for f in dataclasses.fields(RunRecord))
-_APPROVAL_COLUMNS = tuple(f.name for f in dataclasses.fields(ApprovalRecord))
-_AUDIT_COLUMNS = tuple(f.name for f in dataclasses.fields(AuditRecord) if f.name != "id")
-# `::text`: the JSON comes back as written and orjson parses it (faster than json.loads).
-_RUN_SELECT = ", ".join("state::text" if c == "state" else c for c in _RUN_COLUMNS)
-_APPROVAL_SELECT = ", ".join(_APPROVAL_COLUMNS)
-_AUDIT_SELECT = ", ".join(
-    ["id", *("arguments::text" if c == "arguments" else c for c in _AUDIT_COLUMNS)]
-)
-_RUN_WRITTEN = tuple(c for c in _RUN_COLUMNS if c not in ("id", "version"))
+_RUN_WRITTEN = tuple(c for c in RUN_COLUMNS if c not in ("id", "version"))
 
 _Connection = psycopg.AsyncConnection[TupleRow]
 
 
-class PostgresStore:
+class PostgresStore(SqlReads):
     """The `Store` interface over PostgreSQL (psycopg 3 and its connection pool).
 
     Args:
@@ -212,6 +207,13 @@ class PostgresStore:
     Raises:
         StoreError: The URL cannot be read, or names an invalid schema or pool size.
     """
+
+    _mark = _MARK
+    # `::text`: the JSON comes back as written and orjson parses it (faster than json.loads).
+    _run_select = ", ".join("state::text" if c == "state" else c for c in RUN_COLUMNS)
+    _audit_select = ", ".join(
+        ["id", *("arguments::text" if c == "arguments" else c for c in AUDIT_COLUMNS)]
+    )
 
     durable = True
 
@@ -406,10 +408,6 @@ class PostgresStore:
             await conn.execute(sql, params)
             await _insert_approvals(conn, approvals)
 
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        rows = await self._fetch(f"SELECT {_RUN_SELECT} FROM runs WHERE id = %s", [run_id])
-        return _run(rows[0]) if rows else None
-
     async def transition_run(
         self,
         run_id: str,
@@ -450,23 +448,6 @@ class PostgresStore:
                 return False
         return True
 
-    async def renew_lease(self, run_id: str, *, holder: str, lease_until: float) -> bool:
-        changed = await self._write(
-            "UPDATE runs SET lease_until = %s WHERE id = %s AND status = 'running' AND holder = %s",
-            [lease_until, run_id, holder],
-        )
-        return changed == 1
-
-    async def list_runs(
-        self, *, status: RunStatus | None = None, owner: str | None = None, limit: int = 100
-    ) -> list[RunRecord]:
-        where, params = run_filters(_MARK, status=status, owner=owner)
-        rows = await self._fetch(
-            f"SELECT {_RUN_SELECT} FROM runs {where} ORDER BY created_at DESC, id DESC LIMIT %s",
-            [*params, max(limit, 0)],
-        )
-        return [_run(row) for row in rows]
-
     # --- approvals --------------------------------------------------------------------
 
     async def add_approvals(self, approvals: Sequence[ApprovalRecord]) -> None:
@@ -475,32 +456,6 @@ class PostgresStore:
         # One multi-row INSERT is its own transaction: all or none.
         async with self._connection() as conn, _conflicts(approvals):
             await _insert_approvals(conn, approvals)
-
-    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
-        rows = await self._fetch(
-            f"SELECT {_APPROVAL_SELECT} FROM approvals WHERE id = %s", [approval_id]
-        )
-        return _approval(rows[0]) if rows else None
-
-    async def list_approvals(
-        self,
-        *,
-        status: ApprovalStatus | None = None,
-        requested_by: str | None = None,
-        run_id: str | None = None,
-        now: float,
-        limit: int = 100,
-        before: tuple[float, str] | None = None,
-    ) -> list[ApprovalRecord]:
-        where, params = approval_filters(
-            _MARK, status=status, requested_by=requested_by, run_id=run_id, now=now, before=before
-        )
-        rows = await self._fetch(
-            f"SELECT {_APPROVAL_SELECT} FROM approvals {where} "
-            "ORDER BY created_at DESC, id DESC LIMIT %s",
-            [*params, max(limit, 0)],
-        )
-        return [_approval(row) for row in rows]
 
     async def update_approval(
         self, approval: ApprovalRecord, *, expect: Sequence[ApprovalStatus]
@@ -520,23 +475,15 @@ class PostgresStore:
         # its row lock is held until this commit, so the next append reads the head only
         # after this record is visible. Appends are serialised (one commit at a time),
         # which costs little at a few records per tool call, and ids have no gaps.
-        values = [getattr(record, c) for c in _AUDIT_COLUMNS]
-        values[_AUDIT_COLUMNS.index("arguments")] = _dumps(record.arguments)
+        values = [getattr(record, c) for c in AUDIT_COLUMNS]
+        values[AUDIT_COLUMNS.index("arguments")] = _dumps(record.arguments)
         rows = await self._fetch(
             "WITH head AS (UPDATE audit_head SET last_id = last_id + 1 RETURNING last_id) "
-            f"INSERT INTO audit (id, {', '.join(_AUDIT_COLUMNS)}) "
-            f"SELECT last_id, {_marks(len(_AUDIT_COLUMNS))} FROM head RETURNING id",
+            f"INSERT INTO audit (id, {', '.join(AUDIT_COLUMNS)}) "
+            f"SELECT last_id, {_marks(len(AUDIT_COLUMNS))} FROM head RETURNING id",
             values,
         )
         return int(rows[0][0])
-
-    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
-        where, params = audit_filters(_MARK, query)
-        rows = await self._fetch(
-            f"SELECT {_AUDIT_SELECT} FROM audit {where} ORDER BY id LIMIT %s",
-            [*params, max(query.limit, 0)],
-        )
-        return [_audit(row) for row in rows]
 
     # --- retention --------------------------------------------------------------------
 
@@ -592,12 +539,6 @@ class PostgresStore:
             "SELECT value FROM cache WHERE key = %s AND expires_at > now()", [key]
         )
         return bytes(rows[0][0]) if rows else None
-
-    async def set(self, key: str, value: bytes, ttl: float) -> None:
-        await self._put("cache", key, value, ttl)
-
-    async def remember(self, key: str, value: dict[str, Any], ttl: float) -> None:
-        await self._put("memory", key, orjson.dumps(value).decode(), ttl)
 
     async def recall(self, key: str) -> dict[str, Any] | None:
         rows = await self._fetch(
@@ -674,10 +615,11 @@ def _taken(approvals: Sequence[ApprovalRecord]) -> NoReturn:
 async def _insert_approvals(conn: _Connection, approvals: Sequence[ApprovalRecord]) -> None:
     if not approvals:
         return
-    row = f"({_marks(len(_APPROVAL_COLUMNS))})"
+    row = f"({_marks(len(APPROVAL_COLUMNS))})"
     await conn.execute(
-        f"INSERT INTO approvals ({_APPROVAL_SELECT}) VALUES {', '.join([row] * len(approvals))}",
-        [getattr(a, c) for a in approvals for c in _APPROVAL_COLUMNS],
+        f"INSERT INTO approvals ({', '.join(APPROVAL_COLUMNS)}) "
+        f"VALUES {', '.join([row] * len(approvals))}",
+        [getattr(a, c) for a in approvals for c in APPROVAL_COLUMNS],
     )
 
 
@@ -705,23 +647,6 @@ def _dumps(value: Any) -> str | None:
 def _run_values(run: RunRecord, columns: Sequence[str]) -> list[Any]:
     """The run's `columns` (`state` as JSON text)."""
     return [_dumps(run.state) if c == "state" else getattr(run, c) for c in columns]
-
-
-def _run(row: TupleRow) -> RunRecord:
-    fields = dict(zip(_RUN_COLUMNS, row, strict=True))
-    fields["state"] = orjson.loads(fields["state"])
-    return RunRecord(**fields)
-
-
-def _approval(row: TupleRow) -> ApprovalRecord:
-    return ApprovalRecord(**dict(zip(_APPROVAL_COLUMNS, row, strict=True)))
-
-
-def _audit(row: TupleRow) -> AuditRecord:
-    fields = dict(zip(("id", *_AUDIT_COLUMNS), row, strict=True))
-    if fields["arguments"] is not None:
-        fields["arguments"] = orjson.loads(fields["arguments"])
-    return AuditRecord(**fields)
 
 
 def _marks(n: int) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -32,12 +31,17 @@ from typing import Any
 import aiosqlite
 import orjson
 
-from toolwire.store._sql import approval_filters, audit_filters, marks, run_filters
+from toolwire.store._sql import (
+    APPROVAL_COLUMNS,
+    AUDIT_COLUMNS,
+    RUN_COLUMNS,
+    SqlReads,
+    marks,
+)
 from toolwire.store.base import (
     APPROVAL_DECISION_FIELDS,
     ApprovalRecord,
     ApprovalStatus,
-    AuditQuery,
     AuditRecord,
     PruneCounts,
     RunRecord,
@@ -174,19 +178,20 @@ _PRUNE_BATCH = 500
 _PURGE_EVERY = 60.0
 """Seconds between sweeps of expired cache and memory rows (reads ignore them anyway)."""
 
-_RUN_COLUMNS = tuple(f.name for f in dataclasses.fields(RunRecord))
-_SET = tuple(c for c in _RUN_COLUMNS if c not in ("id", "version"))
+_SET = tuple(c for c in RUN_COLUMNS if c not in ("id", "version"))
 """The run columns a write sets from the record; the store sets `version` itself."""
-_APPROVAL_COLUMNS = tuple(f.name for f in dataclasses.fields(ApprovalRecord))
-_AUDIT_COLUMNS = tuple(f.name for f in dataclasses.fields(AuditRecord) if f.name != "id")
 
 
-class SqliteStore:
+class SqliteStore(SqlReads):
     """The `Store` interface over one SQLite file.
 
     Args:
         path: The database file; its directory is created if missing.
     """
+
+    _mark = _MARK
+    _run_select = ", ".join(RUN_COLUMNS)
+    _audit_select = ", ".join(["id", *AUDIT_COLUMNS])
 
     durable = True
 
@@ -374,13 +379,13 @@ class SqliteStore:
     async def put_run(self, run: RunRecord, *, approvals: Sequence[ApprovalRecord] = ()) -> None:
         # An upsert, not INSERT OR REPLACE: the version is one more than the stored one.
         sql = (
-            f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)}) VALUES ({_marks(len(_RUN_COLUMNS))}) "
+            f"INSERT INTO runs ({', '.join(RUN_COLUMNS)}) VALUES ({_marks(len(RUN_COLUMNS))}) "
             f"ON CONFLICT (id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _SET)}, "
             "version = runs.version + 1"
         )
         row = [
             1 if c == "version" else value
-            for c, value in zip(_RUN_COLUMNS, _run_row(run), strict=True)
+            for c, value in zip(RUN_COLUMNS, _run_row(run), strict=True)
         ]
         if not approvals:
             await self._write(sql, row)
@@ -404,12 +409,6 @@ class SqliteStore:
         except sqlite3.IntegrityError:
             raise _conflict(approvals) from None
 
-    async def get_run(self, run_id: str) -> RunRecord | None:
-        rows = await self._fetch(
-            f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs WHERE id = ?", [run_id]
-        )
-        return _run(rows[0]) if rows else None
-
     async def transition_run(
         self,
         run_id: str,
@@ -423,7 +422,7 @@ class SqliteStore:
     ) -> bool:
         if not expect or any(not wanted for _, wanted in approvals):
             return False
-        values = dict(zip(_RUN_COLUMNS, _run_row(run), strict=True))
+        values = dict(zip(RUN_COLUMNS, _run_row(run), strict=True))
         where = ["id = ?", f"status IN ({_marks(len(expect))})"]
         params: list[Any] = [run_id, *expect]
         if version is not None:
@@ -459,24 +458,6 @@ class SqliteStore:
 
         return await self._conflicts(new_approvals, body)
 
-    async def renew_lease(self, run_id: str, *, holder: str, lease_until: float) -> bool:
-        changed = await self._write(
-            "UPDATE runs SET lease_until = ? WHERE id = ? AND status = 'running' AND holder = ?",
-            [lease_until, run_id, holder],
-        )
-        return changed == 1
-
-    async def list_runs(
-        self, *, status: RunStatus | None = None, owner: str | None = None, limit: int = 100
-    ) -> list[RunRecord]:
-        where, params = run_filters(_MARK, status=status, owner=owner)
-        rows = await self._fetch(
-            f"SELECT {', '.join(_RUN_COLUMNS)} FROM runs {where} "
-            "ORDER BY created_at DESC, id DESC LIMIT ?",
-            [*params, max(limit, 0)],
-        )
-        return [_run(row) for row in rows]
-
     # --- approvals --------------------------------------------------------------------
 
     async def add_approvals(self, approvals: Sequence[ApprovalRecord]) -> None:
@@ -487,32 +468,6 @@ class SqliteStore:
             await self._write(*_approvals_insert(approvals))
         except sqlite3.IntegrityError:
             raise _conflict(approvals) from None
-
-    async def get_approval(self, approval_id: str) -> ApprovalRecord | None:
-        rows = await self._fetch(
-            f"SELECT {', '.join(_APPROVAL_COLUMNS)} FROM approvals WHERE id = ?", [approval_id]
-        )
-        return _approval(rows[0]) if rows else None
-
-    async def list_approvals(
-        self,
-        *,
-        status: ApprovalStatus | None = None,
-        requested_by: str | None = None,
-        run_id: str | None = None,
-        now: float,
-        limit: int = 100,
-        before: tuple[float, str] | None = None,
-    ) -> list[ApprovalRecord]:
-        where, params = approval_filters(
-            _MARK, status=status, requested_by=requested_by, run_id=run_id, now=now, before=before
-        )
-        rows = await self._fetch(
-            f"SELECT {', '.join(_APPROVAL_COLUMNS)} FROM approvals {where} "
-            "ORDER BY created_at DESC, id DESC LIMIT ?",
-            [*params, max(limit, 0)],
-        )
-        return [_approval(row) for row in rows]
 
     async def update_approval(
         self, approval: ApprovalRecord, *, expect: Sequence[ApprovalStatus]
@@ -528,28 +483,20 @@ class SqliteStore:
     # --- audit ------------------------------------------------------------------------
 
     async def append_audit(self, record: AuditRecord) -> int:
-        values = [getattr(record, c) for c in _AUDIT_COLUMNS]
-        values[_AUDIT_COLUMNS.index("arguments")] = _dumps(record.arguments)
+        values = [getattr(record, c) for c in AUDIT_COLUMNS]
+        values[AUDIT_COLUMNS.index("arguments")] = _dumps(record.arguments)
         conn = self._connection()
         async with self._lock:
             try:
                 row = await conn.execute_insert(
-                    f"INSERT INTO audit ({', '.join(_AUDIT_COLUMNS)}) "
-                    f"VALUES ({_marks(len(_AUDIT_COLUMNS))})",
+                    f"INSERT INTO audit ({', '.join(AUDIT_COLUMNS)}) "
+                    f"VALUES ({_marks(len(AUDIT_COLUMNS))})",
                     values,
                 )
             except sqlite3.DatabaseError as e:
                 raise self._failure(e) from e
         assert row is not None  # execute_insert reads last_insert_rowid()
         return int(row[0])
-
-    async def list_audit(self, query: AuditQuery) -> list[AuditRecord]:
-        where, params = audit_filters(_MARK, query)
-        rows = await self._fetch(
-            f"SELECT id, {', '.join(_AUDIT_COLUMNS)} FROM audit {where} ORDER BY id LIMIT ?",
-            [*params, max(query.limit, 0)],
-        )
-        return [_audit(row) for row in rows]
 
     # --- retention --------------------------------------------------------------------
 
@@ -633,12 +580,6 @@ class SqliteStore:
         )
         return bytes(rows[0][0]) if rows else None
 
-    async def set(self, key: str, value: bytes, ttl: float) -> None:
-        await self._put("cache", key, value, ttl)
-
-    async def remember(self, key: str, value: dict[str, Any], ttl: float) -> None:
-        await self._put("memory", key, orjson.dumps(value).decode(), ttl)
-
     async def recall(self, key: str) -> dict[str, Any] | None:
         rows = await self._fetch(
             "SELECT value FROM memory WHERE key = ? AND expires_at > ?", [key, time.time()]
@@ -711,12 +652,12 @@ def _decision(approval: ApprovalRecord) -> list[Any]:
 
 
 def _approvals_insert(approvals: Sequence[ApprovalRecord]) -> tuple[str, list[Any]]:
-    row = f"({_marks(len(_APPROVAL_COLUMNS))})"
+    row = f"({_marks(len(APPROVAL_COLUMNS))})"
     sql = (
-        f"INSERT INTO approvals ({', '.join(_APPROVAL_COLUMNS)}) "
+        f"INSERT INTO approvals ({', '.join(APPROVAL_COLUMNS)}) "
         f"VALUES {', '.join([row] * len(approvals))}"
     )
-    return sql, [getattr(a, c) for a in approvals for c in _APPROVAL_COLUMNS]
+    return sql, [getattr(a, c) for a in approvals for c in APPROVAL_COLUMNS]
 
 
 async def _insert_approvals(
@@ -742,24 +683,7 @@ def _dumps(value: Any) -> str | None:
 
 
 def _run_row(run: RunRecord) -> list[Any]:
-    return [_dumps(run.state) if c == "state" else getattr(run, c) for c in _RUN_COLUMNS]
-
-
-def _run(row: sqlite3.Row) -> RunRecord:
-    fields = dict(zip(_RUN_COLUMNS, row, strict=True))
-    fields["state"] = orjson.loads(fields["state"])
-    return RunRecord(**fields)
-
-
-def _approval(row: sqlite3.Row) -> ApprovalRecord:
-    return ApprovalRecord(**dict(zip(_APPROVAL_COLUMNS, row, strict=True)))
-
-
-def _audit(row: sqlite3.Row) -> AuditRecord:
-    fields = dict(zip(("id", *_AUDIT_COLUMNS), row, strict=True))
-    if fields["arguments"] is not None:
-        fields["arguments"] = orjson.loads(fields["arguments"])
-    return AuditRecord(**fields)
+    return [_dumps(run.state) if c == "state" else getattr(run, c) for c in RUN_COLUMNS]
 
 
 def _marks(n: int) -> str:
