@@ -32,10 +32,10 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
-from toolwire.models.aiohttp_transport import pooled_client
 from toolwire.models.base import Model, ModelResponse, ModelSettings, ModelStreamEvent
 from toolwire.models.messages import AssistantMessage, Message, UserMessage
 from toolwire.models.openai import OpenAIChatModel
+from toolwire.models.relay_http import pooled_client
 from toolwire.server.upstreams.routing import Deployment, Pool, RoutedModel, Strategy
 from toolwire.tools.tool import Tool
 

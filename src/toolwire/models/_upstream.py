@@ -17,7 +17,6 @@ from typing import Any, Final, Protocol
 import httpx
 
 from toolwire.models._values import one_line
-from toolwire.models.aiohttp_transport import raw_transport
 from toolwire.models.base import ModelError, ModelResponse, ModelStreamEvent
 from toolwire.models.events import (
     ModelContentDelta,
@@ -25,6 +24,7 @@ from toolwire.models.events import (
     ModelToolCallArgsDelta,
     ModelToolCallStart,
 )
+from toolwire.models.relay_http import raw_transport
 
 __all__ = [
     "MAX_RESPONSE_BYTES",

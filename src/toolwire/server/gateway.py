@@ -16,9 +16,9 @@ from typing import Any, Final
 
 from toolwire.agent import Agent
 from toolwire.models import Model
-from toolwire.models.aiohttp_transport import pooled_client
 from toolwire.models.observed import ModelObserver
 from toolwire.models.parsed import FailureHook
+from toolwire.models.relay_http import pooled_client
 from toolwire.runner import Policy, ToolRunner
 from toolwire.runner.audit import redact_arguments, redact_arguments_json
 from toolwire.server.configuration.config import (
