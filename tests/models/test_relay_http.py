@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fakes.openai_server import FakeOpenAIServer, completion, delta, dropped, sse, tool_call
 from toolwire.models import (
@@ -521,3 +523,78 @@ def self_signed(directory: Path) -> tuple[str, str]:
         )
     )
     return str(cert_path), str(key_path)
+
+
+# --- a model-based test: any framing, any cut of the bytes, the same bodies back ---------
+
+
+REPLY = st.tuples(
+    st.binary(max_size=3000),
+    st.sampled_from(["length", "chunked", "close"]),
+    st.lists(st.integers(1, 700), min_size=1, max_size=6),  # chunk sizes (chunked)
+    st.lists(st.integers(1, 400), max_size=8),  # where the server cuts its writes
+    st.booleans(),  # the server closes the connection once it is idle
+)
+
+
+def _framed(body: bytes, framing: str, sizes: list[int]) -> bytes:
+    if framing == "length":
+        return ok(body)
+    if framing == "close":
+        return b"HTTP/1.1 200 OK\r\n\r\n" + body
+    pieces, at, turn = [], 0, 0
+    while at < len(body):
+        size = sizes[turn % len(sizes)]
+        pieces.append(body[at : at + size])
+        at, turn = at + size, turn + 1
+    return chunked(*pieces)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(REPLY, min_size=1, max_size=5))
+def test_any_framing_and_any_cut_give_the_same_bodies(
+    replies: list[tuple[bytes, str, list[int], list[int], bool]],
+) -> None:
+    async def scenario() -> None:
+        queue = list(replies)
+        connections = 0
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connections
+            connections += 1
+            try:
+                while queue:
+                    await reader.readuntil(b"\r\n\r\n")
+                    body, framing, sizes, cuts, idle_close = queue.pop(0)
+                    data = _framed(body, framing, sizes)
+                    at = 0
+                    for cut in cuts:
+                        writer.write(data[at : at + cut])
+                        await writer.drain()
+                        await asyncio.sleep(0)
+                        at += cut
+                    writer.write(data[at:])
+                    await writer.drain()
+                    if framing == "close" or idle_close:
+                        break
+            except (asyncio.IncompleteReadError, ConnectionError):
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/x"
+        transport = RelayTransport()
+        try:
+            for body, framing, _, _, idle_close in replies:
+                response = await transport.send(url, b"{}", {}, TIMEOUT)
+                assert await body_of(response) == body
+                if framing != "close" and idle_close:
+                    await asyncio.sleep(0.02)  # the client sees the close before reusing
+        finally:
+            await transport.aclose()
+            server.close()
+        expected = 1 + sum(1 for r in replies[:-1] if r[1] == "close" or r[4])
+        assert connections == expected
+
+    asyncio.run(scenario())
