@@ -2,13 +2,18 @@
 noisy machine (CPU time per request moves ±10% from one window to the next when other
 work shares the cores; instruction counts move by well under 1%).
 
-Run: `python benchmarks/bench_instructions.py [--requests 300] [--before /work/main/src]`
-(needs `valgrind`; prints figures, no assertions). Each variant is `toolwire serve`
-(one worker, the instant fake upstream of `bench_gateway.py`, no pinning) under
-`valgrind --tool=callgrind --instr-atstart=no`; after a warm-up, collection is switched
-on (`callgrind_control -i on`) around `--requests` sequential requests of each scenario,
+Run: `python benchmarks/bench_instructions.py [--requests 300] [--before /work/main/src]
+[--mock raw|starlette]` (needs `valgrind`; prints figures, no assertions). Each variant
+is `toolwire serve` (one worker, the instant fake upstream of `bench_gateway.py`, no
+pinning) under `valgrind --tool=callgrind --instr-atstart=no`; after a warm-up,
+collection is switched on (`callgrind_control -i on`) around `--requests` sequential requests of each scenario,
 and the instructions of the gateway's process (all its threads) are divided by the
 requests. Under valgrind the gateway runs ~50× slower, so only the counts mean anything.
+
+With `--mock starlette` the upstream is the Starlette mock the issue-29 ratios are
+against, and the mock itself is counted the same way (direct requests, non-stream and
+stream), so each gateway figure is also printed as a multiple of the mock's own
+instructions: the user-space half of the CPU ratio (callgrind sees no kernel time).
 """
 
 from __future__ import annotations
@@ -144,11 +149,62 @@ def measure(
     return figures
 
 
+def measure_mock(workdir: Path, requests: int) -> dict[str, float]:
+    """The Starlette mock's own instructions per direct request, non-stream and stream."""
+    out = workdir / "cg-mock.out"
+    procs = Processes(workdir, pin=False)
+    port = free_port()
+    mock = procs.start(
+        "cg-mock",
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--separate-threads=yes",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            str(Path(__file__).parent / "gateway_fake_upstream.py"),
+            "--starlette",
+            "--hermes-kb",
+            "1",
+            "--port",
+            str(port),
+        ],
+        env={"PYTHONMALLOC": "malloc"},
+    )
+    figures: dict[str, float] = {}
+    try:
+        wait_http_ok(mock, f"http://127.0.0.1:{port}/healthz", timeout=300)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            for name, stream in (("chat", False), ("chat stream", True)):
+                text = chat_body("fake-model", stream=stream, tools=[WEATHER_TOOL])
+                for _ in range(30):
+                    http.post("/v1/chat/completions", content=text).raise_for_status()
+                _control("-z", mock.pid)
+                _control("-i", "on", mock.pid)
+                for _ in range(requests):
+                    http.post("/v1/chat/completions", content=text).raise_for_status()
+                _control("-i", "off", mock.pid)
+                for stale in out.parent.glob(out.name + "*"):
+                    stale.unlink()
+                _control("-d", mock.pid)
+                figures[name] = _total(str(out)) / requests
+    finally:
+        procs.stop_all()
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--before", help="src directory of a checkout to count beside this one")
     parser.add_argument("--logs", default="off,text-file,json-file")
+    parser.add_argument(
+        "--mock",
+        choices=["raw", "starlette"],
+        default="raw",
+        help="the upstream; with starlette the mock's own instructions are counted too",
+    )
     opts = parser.parse_args()
     variants: list[tuple[str, Path | None]] = [("hot", None)]
     if opts.before:
@@ -159,7 +215,7 @@ def main() -> None:
         workdir = Path(tmp)
         procs = Processes(workdir, pin=False)
         try:
-            _, port = start_upstream(procs, hermes_kb=1)
+            _, port = start_upstream(procs, hermes_kb=1, starlette=opts.mock == "starlette")
             for variant, src in variants:
                 for log in logs:
                     results[variant, log] = measure(src, log, workdir, port, opts.requests, variant)
@@ -167,11 +223,23 @@ def main() -> None:
                     print(variant, log, json.dumps(counts), file=sys.stderr, flush=True)
         finally:
             procs.stop_all()
+        mock = measure_mock(workdir, opts.requests) if opts.mock == "starlette" else None
     print(f"\ninstructions per request (thousands), callgrind, {opts.requests} requests each")
     names = list(SCENARIOS)
     print(f"{'variant':<8} {'log':<10} " + " ".join(f"{n:>12}" for n in names))
     for (variant, log), figures in results.items():
         print(f"{variant:<8} {log:<10} " + " ".join(f"{figures[n] / 1000:>12.1f}" for n in names))
+    if mock is not None:
+        print(
+            f"{'mock':<8} {'-':<10} {mock['chat'] / 1000:>12.1f} "
+            f"{mock['chat stream'] / 1000:>12.1f}   (the Starlette mock answering directly)"
+        )
+        for (variant, log), figures in results.items():
+            print(
+                f"{variant} {log}: × the mock's own instructions: "
+                f"chat {figures['chat'] / mock['chat']:.2f}, "
+                f"chat stream {figures['chat stream'] / mock['chat stream']:.2f}"
+            )
     for variant, _ in variants:
         off = results.get((variant, "off"))
         if off is None:
