@@ -180,6 +180,60 @@ async def test_expired_cache_rows_are_purged(tmp_path: Path) -> None:
         assert conn.execute("SELECT COUNT(*) FROM memory").fetchone()[0] == 0
 
 
+async def test_concurrent_puts_are_one_statement_and_one_commit(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    await store.open()
+    statements: list[str] = []
+    conn = store._conn
+    assert conn is not None
+    await conn.set_trace_callback(statements.append)
+    await asyncio.gather(
+        *(store.remember(f"resp_{i}", {"i": i}, 30) for i in range(10)),
+        store.remember("resp_3", {"i": "again"}, 30),  # later puts of a key win
+        store.remember("resp_4", {}, 0),  # forgotten
+    )
+    await conn.set_trace_callback(None)
+    writes = [s for s in statements if s.startswith("INSERT OR REPLACE INTO memory")]
+    assert len(writes) == 1, statements
+    assert not any(s.startswith(("BEGIN", "COMMIT")) for s in statements)
+    assert await store.recall("resp_3") == {"i": "again"}
+    assert await store.recall("resp_4") is None
+    assert await store.recall("resp_9") == {"i": 9}
+    await store.aclose()
+
+
+async def test_puts_waiting_behind_a_transaction_go_out_together(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    await store.open()
+    statements: list[str] = []
+    conn = store._conn
+    assert conn is not None
+    await conn.set_trace_callback(statements.append)
+    async with store._lock:  # a transaction in progress holds the lock
+        puts = [asyncio.ensure_future(store.remember(f"k{i}", {"i": i}, 30)) for i in range(5)]
+        await asyncio.sleep(0.01)
+        assert not any(p.done() for p in puts)  # none returns before its commit
+    await asyncio.gather(*puts)
+    await conn.set_trace_callback(None)
+    assert len([s for s in statements if s.startswith("INSERT OR REPLACE")]) == 1
+    assert [await store.recall(f"k{i}") for i in range(5)] == [{"i": i} for i in range(5)]
+    await store.aclose()
+
+
+async def test_a_failed_group_commit_fails_every_put_of_it(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    await store.open()
+    await store.aclose()
+    results = await asyncio.gather(
+        *(store.remember(f"k{i}", {"i": i}, 30) for i in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(r, StoreError) for r in results), results
+    await store.open()  # and the next put goes through
+    await store.remember("k", {"v": 1}, 30)
+    assert await store.recall("k") == {"v": 1}
+    await store.aclose()
+
+
 _WRITER = """
 import asyncio, sys
 from toolwire.store import ApprovalRecord, AuditRecord, RunRecord, SqliteStore
@@ -202,6 +256,8 @@ async def main() -> None:
         time=1.0, event="started", tool="rm", effects="destructive",
         arguments_hash="sha256:00", arguments=None, call_id="call_k",
     ))
+    # Stored responses, group-committed together: each put returns once committed.
+    await asyncio.gather(*(store.remember(f"resp_{i}", {"i": i}, 600) for i in range(20)))
     print("ready", flush=True)
     await asyncio.sleep(120)
 
@@ -237,7 +293,9 @@ async def test_every_write_survives_kill_9(tmp_path: Path) -> None:
     run = await store.get_run("run_k")
     approval = await store.get_approval("appr_k")
     audit = await store.list_audit(AuditQuery())
+    remembered = [await store.recall(f"resp_{i}") for i in range(20)]
     await store.aclose()
+    assert remembered == [{"i": i} for i in range(20)]
     assert run is not None
     assert run.state == {"k": 9}
     assert approval is not None
