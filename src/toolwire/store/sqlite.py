@@ -178,6 +178,10 @@ _PRUNE_BATCH = 500
 _PUT_BATCH = 256
 """Rows one group-commit statement writes at most (3 parameters each, well under
 SQLite's 32766)."""
+_QUICK_BATCHES = 64
+"""Batches of puts committed on the event loop's thread (`_quick_put`, no fsync) for one
+on the careful path (fsync, checkpoint): a log that stays short, and at most that many
+batches a power cut can take back."""
 _PURGE_EVERY = 60.0
 """Seconds between sweeps of expired cache and memory rows (reads ignore them anyway)."""
 
@@ -211,6 +215,11 @@ class SqliteStore(SqlReads):
         """Cache and memory rows waiting for `_commit_puts`, by table, in arrival order."""
         self._committing: set[str] = set()
         """The tables a `_commit_puts` task is writing."""
+        self._quick: sqlite3.Connection | None = None
+        """The connection cache and memory puts commit on, in the event loop's thread
+        (`_commit_puts`): `synchronous=NORMAL`, no busy wait, no checkpoints."""
+        self._quick_left = 0
+        """Batches `_quick` may still commit before one goes through the careful path."""
 
     async def open(self) -> None:
         if self._conn is not None:
@@ -246,7 +255,14 @@ class SqliteStore(SqlReads):
             if conn is not None:
                 await conn.close()
             raise
+        try:
+            quick = _open_quick(self.path)
+        except sqlite3.DatabaseError as e:
+            await conn.close()
+            raise StoreError(self._open_failure(e)) from None
         self._conn = conn
+        self._quick = quick
+        self._quick_left = 0
         self._lock = asyncio.Lock()  # a reopened store may be on another event loop
         self._next_purge = 0.0
         await self._purge(time.time())
@@ -308,6 +324,9 @@ class SqliteStore(SqlReads):
 
     async def aclose(self) -> None:
         conn, self._conn = self._conn, None
+        quick, self._quick = self._quick, None
+        if quick is not None:
+            quick.close()
         if conn is not None:
             await conn.close()
 
@@ -646,12 +665,15 @@ class SqliteStore(SqlReads):
                     batch = waiting[:_PUT_BATCH]
                     del waiting[:_PUT_BATCH]
                     error: BaseException | None = None
+                    sql = f"INSERT OR REPLACE INTO {table} (key, value, expires_at) VALUES " + (
+                        ", ".join(["(?, ?, ?)"] * len(batch))
+                    )
+                    params = [v for row, _ in batch for v in row]
+                    if self._quick_put(sql, params):
+                        _settle(batch, None)
+                        continue
                     try:
-                        await self._connection().execute(
-                            f"INSERT OR REPLACE INTO {table} (key, value, expires_at) VALUES "
-                            + ", ".join(["(?, ?, ?)"] * len(batch)),
-                            [v for row, _ in batch for v in row],
-                        )
+                        await self._connection().execute(sql, params)
                     except sqlite3.DatabaseError as e:
                         error = self._failure(e)
                     except StoreError as e:  # not open
@@ -668,6 +690,32 @@ class SqliteStore(SqlReads):
         finally:
             self._committing.discard(table)
 
+    def _quick_put(self, sql: str, params: list[Any]) -> bool:
+        """Commit a batch of puts on `_quick`, in this thread; False when it must take the
+        careful path: another process holds the write lock (this one does not wait for
+        it), `_quick` failed (the careful path reports the error), or `_QUICK_BATCHES`
+        went this way since the last careful one.
+
+        The careful path is a commit with `synchronous=FULL` on the worker thread, which
+        fsyncs the log with everything before it, and checkpoints the log into the file
+        once it is long. Here a commit is a few writes into the OS page cache, with no
+        thread hop and no fsync: it is visible to every process sharing the file at once
+        and survives this process being killed, as the careful path does; only a power
+        cut (or an OS crash) before the next fsync can take it back. That loses a stored
+        response or a cached result, never a run, an approval or an audit record.
+        """
+        quick = self._quick
+        if quick is None or self._quick_left <= 0:
+            self._quick_left = _QUICK_BATCHES
+            return False
+        try:
+            quick.execute(sql, params)
+        except sqlite3.Error:
+            self._quick_left = 0
+            return False
+        self._quick_left -= 1
+        return True
+
     async def _purge(self, now: float) -> None:
         """Delete expired cache and memory rows, at most once every `_PURGE_EVERY`."""
         if now < self._next_purge:
@@ -675,6 +723,21 @@ class SqliteStore(SqlReads):
         self._next_purge = now + _PURGE_EVERY
         for table in ("cache", "memory"):
             await self._write(f"DELETE FROM {table} WHERE expires_at <= ?", [now])
+
+
+def _open_quick(path: Path) -> sqlite3.Connection:
+    """The connection of `_quick_put`, on a file `open` has set up (WAL, schema)."""
+    # timeout=0: a write lock held by another process fails at once, never blocking the
+    # event loop; check_same_thread=False: opened here, it is used under the store's lock
+    # from whichever thread runs the event loop.
+    quick = sqlite3.connect(path, isolation_level=None, timeout=0, check_same_thread=False)
+    try:
+        quick.execute("PRAGMA synchronous = NORMAL")
+        quick.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints: the careful path's
+    except BaseException:
+        quick.close()
+        raise
+    return quick
 
 
 async def _use_wal(conn: aiosqlite.Connection) -> None:
