@@ -14,6 +14,15 @@ rolled back with it, or reading what it has not committed yet). A second connect
 transactions was the other choice; it would contend with the first through the file lock,
 whose busy handler polls with sleeps of up to 100 ms, where the lock hands over at once.
 
+Cache and memory rows (cached results, stored responses) are the exception, on a second
+connection: puts waiting at the same time are one multi-row statement (group commit), and
+it commits in the event loop's thread with `synchronous=NORMAL`, never waiting for another
+process's write lock (then the batch goes the usual way). Such a commit is visible to
+every process sharing the file and survives a killed process when the put returns, but
+not a power cut before the next fsync, which every 64th batch and every other write does
+(`_quick_put`). Their reads go on that connection too: a stored response costs no thread
+hop, to keep or to read back.
+
 The schema is versioned with `PRAGMA user_version`; `MIGRATIONS[n]` takes a file from
 version `n` to `n + 1` and runs inside one transaction when the store is opened.
 """
@@ -602,13 +611,13 @@ class SqliteStore(SqlReads):
     # Expiry is on the wall clock: it is the only clock processes sharing the file share.
 
     async def get(self, key: str) -> bytes | None:
-        rows = await self._fetch(
+        rows = await self._quick_fetch(
             "SELECT value FROM cache WHERE key = ? AND expires_at > ?", [key, time.time()]
         )
         return bytes(rows[0][0]) if rows else None
 
     async def recall(self, key: str) -> dict[str, Any] | None:
-        rows = await self._fetch(
+        rows = await self._quick_fetch(
             "SELECT value FROM memory WHERE key = ? AND expires_at > ?", [key, time.time()]
         )
         if not rows:
@@ -689,6 +698,22 @@ class SqliteStore(SqlReads):
             raise
         finally:
             self._committing.discard(table)
+
+    async def _quick_fetch(self, sql: str, params: list[Any]) -> list[Any]:
+        """A read of one cache or memory row on `_quick`, in this thread (a stored
+        response continued or fetched costs no thread hop); on the worker thread when
+        `_quick` cannot (busy at once, which a WAL reader almost never is, or failed).
+
+        It needs not the store's lock: it runs to its end without an await, and reads the
+        last commit, as it would from another process.
+        """
+        quick = self._quick
+        if quick is not None:
+            try:
+                return quick.execute(sql, params).fetchall()
+            except sqlite3.Error:
+                pass
+        return await self._fetch(sql, params)
 
     def _quick_put(self, sql: str, params: list[Any]) -> bool:
         """Commit a batch of puts on `_quick`, in this thread; False when it must take the
