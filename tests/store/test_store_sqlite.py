@@ -211,7 +211,9 @@ async def test_concurrent_puts_are_one_statement_and_one_commit(tmp_path: Path, 
     )
     await _untraced(store)
     writes = [s for s in statements if s.startswith("INSERT OR REPLACE INTO memory")]
-    assert len(writes) == 1, statements
+    # Waiting for the worker thread, they go together; on the event loop's thread each
+    # commits at once, with nothing to wait for.
+    assert len(writes) == (12 if warm else 1), statements
     assert not any(s.startswith(("BEGIN", "COMMIT")) for s in statements)
     assert await store.recall("resp_3") == {"i": "again"}
     assert await store.recall("resp_4") is None

@@ -647,6 +647,14 @@ class SqliteStore(SqlReads):
         # A forgotten key is overwritten with an expired, empty row: no read returns it,
         # the next purge deletes it, and it goes in the same one statement as the rest.
         row = (key, value, now + ttl) if ttl > 0 else (key, "", 0.0)
+        if (
+            table not in self._committing  # nothing of this table waits or is being written
+            and not self._lock.locked()  # nor does a transaction, which it would wait for
+            and self._quick_put(_PUT[table], row)
+        ):
+            # Alone: committed here and now, with no batch, task or future to go through.
+            await self._purge(now)
+            return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._puts[table].append((row, done))
         if table not in self._committing:
@@ -683,6 +691,7 @@ class SqliteStore(SqlReads):
                         continue
                     try:
                         await self._connection().execute(sql, params)
+                        self._quick_left = _QUICK_BATCHES
                     except sqlite3.DatabaseError as e:
                         error = self._failure(e)
                     except StoreError as e:  # not open
@@ -715,7 +724,7 @@ class SqliteStore(SqlReads):
                 pass
         return await self._fetch(sql, params)
 
-    def _quick_put(self, sql: str, params: list[Any]) -> bool:
+    def _quick_put(self, sql: str, params: Sequence[Any]) -> bool:
         """Commit a batch of puts on `_quick`, in this thread; False when it must take the
         careful path: another process holds the write lock (this one does not wait for
         it), `_quick` failed (the careful path reports the error), or `_QUICK_BATCHES`
@@ -731,7 +740,6 @@ class SqliteStore(SqlReads):
         """
         quick = self._quick
         if quick is None or self._quick_left <= 0:
-            self._quick_left = _QUICK_BATCHES
             return False
         try:
             quick.execute(sql, params)
@@ -748,6 +756,13 @@ class SqliteStore(SqlReads):
         self._next_purge = now + _PURGE_EVERY
         for table in ("cache", "memory"):
             await self._write(f"DELETE FROM {table} WHERE expires_at <= ?", [now])
+
+
+_PUT = {
+    table: f"INSERT OR REPLACE INTO {table} (key, value, expires_at) VALUES (?, ?, ?)"
+    for table in ("cache", "memory")
+}
+"""One put's statement, by table."""
 
 
 def _open_quick(path: Path) -> sqlite3.Connection:
