@@ -45,6 +45,8 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], bool]] = {
         False,
     ),
     "responses": ("/v1/responses", {"input": "hi", "store": False}, False),
+    # The default, store: true: the response is kept (in the SQLite store) before it is sent.
+    "responses stored": ("/v1/responses", {"input": "hi"}, False),
     "chat, server tool": (
         "/v1/chat/completions",
         {"messages": [{"role": "user", "content": "2+3?"}]},

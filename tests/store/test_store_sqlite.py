@@ -180,6 +180,117 @@ async def test_expired_cache_rows_are_purged(tmp_path: Path) -> None:
         assert conn.execute("SELECT COUNT(*) FROM memory").fetchone()[0] == 0
 
 
+async def _traced(store: SqliteStore, statements: list[str]) -> None:
+    """Record the statements of both of the store's connections (None: stop)."""
+    conn, quick = store._conn, store._quick
+    assert conn is not None
+    assert quick is not None
+    await conn.set_trace_callback(statements.append)
+    quick.set_trace_callback(statements.append)
+
+
+async def _untraced(store: SqliteStore) -> None:
+    assert store._conn is not None
+    assert store._quick is not None
+    await store._conn.set_trace_callback(None)
+    store._quick.set_trace_callback(None)
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["careful", "quick"])
+async def test_concurrent_puts_are_one_statement_and_one_commit(tmp_path: Path, warm: bool) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    await store.open()
+    if warm:  # the first batch after open takes the careful path, the next ones not
+        await store.remember("first", {}, 30)
+    statements: list[str] = []
+    await _traced(store, statements)
+    await asyncio.gather(
+        *(store.remember(f"resp_{i}", {"i": i}, 30) for i in range(10)),
+        store.remember("resp_3", {"i": "again"}, 30),  # later puts of a key win
+        store.remember("resp_4", {}, 0),  # forgotten
+    )
+    await _untraced(store)
+    writes = [s for s in statements if s.startswith("INSERT OR REPLACE INTO memory")]
+    # Waiting for the worker thread, they go together; on the event loop's thread each
+    # commits at once, with nothing to wait for.
+    assert len(writes) == (12 if warm else 1), statements
+    assert not any(s.startswith(("BEGIN", "COMMIT")) for s in statements)
+    assert await store.recall("resp_3") == {"i": "again"}
+    assert await store.recall("resp_4") is None
+    assert await store.recall("resp_9") == {"i": 9}
+    await store.aclose()
+
+
+async def test_puts_waiting_behind_a_transaction_go_out_together(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    await store.open()
+    statements: list[str] = []
+    await _traced(store, statements)
+    async with store._lock:  # a transaction in progress holds the lock
+        puts = [asyncio.ensure_future(store.remember(f"k{i}", {"i": i}, 30)) for i in range(5)]
+        await asyncio.sleep(0.01)
+        assert not any(p.done() for p in puts)  # none returns before its commit
+    await asyncio.gather(*puts)
+    await _untraced(store)
+    assert len([s for s in statements if s.startswith("INSERT OR REPLACE")]) == 1
+    assert [await store.recall(f"k{i}") for i in range(5)] == [{"i": i} for i in range(5)]
+    await store.aclose()
+
+
+async def test_puts_go_on_without_fsync_and_every_so_often_with(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    await store.open()
+    quick: list[str] = []
+    careful: list[str] = []
+    assert store._conn is not None
+    assert store._quick is not None
+    await store._conn.set_trace_callback(careful.append)
+    store._quick.set_trace_callback(quick.append)
+    for i in range(2 * sqlite_module._QUICK_BATCHES + 3):
+        await store.remember(f"k{i}", {"i": i}, 30)
+    await _untraced(store)
+    assert len([s for s in careful if s.startswith("INSERT")]) == 3  # the 1st, 66th and 131st
+    assert len([s for s in quick if s.startswith("INSERT")]) == 2 * sqlite_module._QUICK_BATCHES
+    await store.aclose()
+
+
+async def test_a_put_never_blocks_the_loop_on_another_process_write_lock(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    store = SqliteStore(path)
+    await store.open()
+    await store.remember("first", {}, 30)  # the quick connection's turn next
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process writes
+    try:
+        put = asyncio.ensure_future(store.remember("k", {"v": 1}, 30))
+        started = asyncio.get_running_loop().time()
+        await asyncio.sleep(0.2)
+        assert asyncio.get_running_loop().time() - started < 0.5  # the loop went on
+        assert not put.done()  # waiting (on the worker thread) for the lock
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    await put
+    assert await store.recall("k") == {"v": 1}
+    await store.aclose()
+
+
+async def test_a_failed_group_commit_fails_every_put_of_it(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    await store.open()
+    await store.aclose()
+    results = await asyncio.gather(
+        *(store.remember(f"k{i}", {"i": i}, 30) for i in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(r, StoreError) for r in results), results
+    await store.open()  # and the next put goes through
+    await store.remember("k", {"v": 1}, 30)
+    assert await store.recall("k") == {"v": 1}
+    await store.aclose()
+
+
 _WRITER = """
 import asyncio, sys
 from toolwire.store import ApprovalRecord, AuditRecord, RunRecord, SqliteStore
@@ -202,6 +313,11 @@ async def main() -> None:
         time=1.0, event="started", tool="rm", effects="destructive",
         arguments_hash="sha256:00", arguments=None, call_id="call_k",
     ))
+    # Stored responses, one by one (without an fsync each) and group-committed together:
+    # each put returns once committed, and a commit survives kill -9 as it is.
+    for i in range(10):
+        await store.remember(f"resp_{i}", {"i": i}, 600)
+    await asyncio.gather(*(store.remember(f"resp_{i}", {"i": i}, 600) for i in range(10, 20)))
     print("ready", flush=True)
     await asyncio.sleep(120)
 
@@ -237,7 +353,9 @@ async def test_every_write_survives_kill_9(tmp_path: Path) -> None:
     run = await store.get_run("run_k")
     approval = await store.get_approval("appr_k")
     audit = await store.list_audit(AuditQuery())
+    remembered = [await store.recall(f"resp_{i}") for i in range(20)]
     await store.aclose()
+    assert remembered == [{"i": i} for i in range(20)]
     assert run is not None
     assert run.state == {"k": 9}
     assert approval is not None

@@ -14,6 +14,15 @@ rolled back with it, or reading what it has not committed yet). A second connect
 transactions was the other choice; it would contend with the first through the file lock,
 whose busy handler polls with sleeps of up to 100 ms, where the lock hands over at once.
 
+Cache and memory rows (cached results, stored responses) are the exception, on a second
+connection: puts waiting at the same time are one multi-row statement (group commit), and
+it commits in the event loop's thread with `synchronous=NORMAL`, never waiting for another
+process's write lock (then the batch goes the usual way). Such a commit is visible to
+every process sharing the file and survives a killed process when the put returns, but
+not a power cut before the next fsync, which every 64th batch and every other write does
+(`_quick_put`). Their reads go on that connection too: a stored response costs no thread
+hop, to keep or to read back.
+
 The schema is versioned with `PRAGMA user_version`; `MIGRATIONS[n]` takes a file from
 version `n` to `n + 1` and runs inside one transaction when the store is opened.
 """
@@ -175,6 +184,13 @@ _BUSY_TIMEOUT = 5.0
 """Seconds a statement waits for another process's write to finish before failing."""
 _PRUNE_BATCH = 500
 """Rows one prune statement deletes: the file's write lock is never held for long."""
+_PUT_BATCH = 256
+"""Rows one group-commit statement writes at most (3 parameters each, well under
+SQLite's 32766)."""
+_QUICK_BATCHES = 64
+"""Batches of puts committed on the event loop's thread (`_quick_put`, no fsync) for one
+on the careful path (fsync, checkpoint): a log that stays short, and at most that many
+batches a power cut can take back."""
 _PURGE_EVERY = 60.0
 """Seconds between sweeps of expired cache and memory rows (reads ignore them anyway)."""
 
@@ -203,6 +219,16 @@ class SqliteStore(SqlReads):
         """Held by every statement and by a transaction from BEGIN to COMMIT."""
         self._next_purge = 0.0
         self._next_count_purge = 0.0
+        self._puts: dict[str, list[tuple[tuple[str, bytes | str, float], asyncio.Future[None]]]]
+        self._puts = {"cache": [], "memory": []}
+        """Cache and memory rows waiting for `_commit_puts`, by table, in arrival order."""
+        self._committing: set[str] = set()
+        """The tables a `_commit_puts` task is writing."""
+        self._quick: sqlite3.Connection | None = None
+        """The connection cache and memory puts commit on, in the event loop's thread
+        (`_commit_puts`): `synchronous=NORMAL`, no busy wait, no checkpoints."""
+        self._quick_left = 0
+        """Batches `_quick` may still commit before one goes through the careful path."""
 
     async def open(self) -> None:
         if self._conn is not None:
@@ -238,7 +264,14 @@ class SqliteStore(SqlReads):
             if conn is not None:
                 await conn.close()
             raise
+        try:
+            quick = _open_quick(self.path)
+        except sqlite3.DatabaseError as e:
+            await conn.close()
+            raise StoreError(self._open_failure(e)) from None
         self._conn = conn
+        self._quick = quick
+        self._quick_left = 0
         self._lock = asyncio.Lock()  # a reopened store may be on another event loop
         self._next_purge = 0.0
         await self._purge(time.time())
@@ -300,6 +333,9 @@ class SqliteStore(SqlReads):
 
     async def aclose(self) -> None:
         conn, self._conn = self._conn, None
+        quick, self._quick = self._quick, None
+        if quick is not None:
+            quick.close()
         if conn is not None:
             await conn.close()
 
@@ -575,13 +611,13 @@ class SqliteStore(SqlReads):
     # Expiry is on the wall clock: it is the only clock processes sharing the file share.
 
     async def get(self, key: str) -> bytes | None:
-        rows = await self._fetch(
+        rows = await self._quick_fetch(
             "SELECT value FROM cache WHERE key = ? AND expires_at > ?", [key, time.time()]
         )
         return bytes(rows[0][0]) if rows else None
 
     async def recall(self, key: str) -> dict[str, Any] | None:
-        rows = await self._fetch(
+        rows = await self._quick_fetch(
             "SELECT value FROM memory WHERE key = ? AND expires_at > ?", [key, time.time()]
         )
         if not rows:
@@ -605,15 +641,113 @@ class SqliteStore(SqlReads):
         return int(rows[0][0])
 
     async def _put(self, table: str, key: str, value: bytes | str, ttl: float) -> None:
+        """Keep (or, `ttl <= 0`, forget) a cache or memory row; committed, with the other
+        puts waiting at the same time, before it returns (see `_commit_puts`)."""
         now = time.time()
-        if ttl <= 0:
-            await self._write(f"DELETE FROM {table} WHERE key = ?", [key])
-        else:
-            await self._write(
-                f"INSERT OR REPLACE INTO {table} (key, value, expires_at) VALUES (?, ?, ?)",
-                [key, value, now + ttl],
-            )
+        # A forgotten key is overwritten with an expired, empty row: no read returns it,
+        # the next purge deletes it, and it goes in the same one statement as the rest.
+        row = (key, value, now + ttl) if ttl > 0 else (key, "", 0.0)
+        if (
+            table not in self._committing  # nothing of this table waits or is being written
+            and not self._lock.locked()  # nor does a transaction, which it would wait for
+            and self._quick_put(_PUT[table], row)
+        ):
+            # Alone: committed here and now, with no batch, task or future to go through.
+            await self._purge(now)
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._puts[table].append((row, done))
+        if table not in self._committing:
+            self._committing.add(table)
+            task = asyncio.ensure_future(self._commit_puts(table))
+            task.add_done_callback(_retrieve)
+        await done
         await self._purge(now)
+
+    async def _commit_puts(self, table: str) -> None:
+        """Group commit: write every put waiting for `table` in one multi-row statement,
+        one commit (and one fsync) for all of them, until none waits.
+
+        Puts queue while the lock is held (a transaction, another statement, the previous
+        batch's commit) and go out together: under load a stored response costs a share of
+        a thread hop, a file lock and an fsync, not one each. Each put still returns only
+        once its batch is committed, as durable as a write of its own. A task of its own,
+        so a cancelled caller does not take the others' write down with it.
+        """
+        waiting = self._puts[table]
+        batch: list[tuple[tuple[str, bytes | str, float], asyncio.Future[None]]] = []
+        try:
+            while waiting:
+                async with self._lock:
+                    batch = waiting[:_PUT_BATCH]
+                    del waiting[:_PUT_BATCH]
+                    error: BaseException | None = None
+                    sql = f"INSERT OR REPLACE INTO {table} (key, value, expires_at) VALUES " + (
+                        ", ".join(["(?, ?, ?)"] * len(batch))
+                    )
+                    params = [v for row, _ in batch for v in row]
+                    if self._quick_put(sql, params):
+                        _settle(batch, None)
+                        continue
+                    try:
+                        await self._connection().execute(sql, params)
+                        self._quick_left = _QUICK_BATCHES
+                    except sqlite3.DatabaseError as e:
+                        error = self._failure(e)
+                    except StoreError as e:  # not open
+                        error = e
+                    except ValueError as e:  # aiosqlite: the connection was closed
+                        error = StoreError(f"the SQLite store {self.path} was closed: {e}")
+                _settle(batch, error)
+        except asyncio.CancelledError:  # the loop is going away: nobody is left unanswered
+            failed = StoreUnavailable(f"the SQLite store {self.path} was shut down")
+            _settle(batch, failed)
+            _settle(waiting, failed)
+            del waiting[:]
+            raise
+        finally:
+            self._committing.discard(table)
+
+    async def _quick_fetch(self, sql: str, params: list[Any]) -> list[Any]:
+        """A read of one cache or memory row on `_quick`, in this thread (a stored
+        response continued or fetched costs no thread hop); on the worker thread when
+        `_quick` cannot (busy at once, which a WAL reader almost never is, or failed).
+
+        It needs not the store's lock: it runs to its end without an await, and reads the
+        last commit, as it would from another process.
+        """
+        quick = self._quick
+        if quick is not None:
+            try:
+                return quick.execute(sql, params).fetchall()
+            except sqlite3.Error:
+                pass
+        return await self._fetch(sql, params)
+
+    def _quick_put(self, sql: str, params: Sequence[Any]) -> bool:
+        """Commit a batch of puts on `_quick`, in this thread; False when it must take the
+        careful path: another process holds the write lock (this one does not wait for
+        it), `_quick` failed (the careful path reports the error), or `_QUICK_BATCHES`
+        went this way since the last careful one.
+
+        The careful path is a commit with `synchronous=FULL` on the worker thread, which
+        fsyncs the log with everything before it, and checkpoints the log into the file
+        once it is long. Here a commit is a few writes into the OS page cache, with no
+        thread hop and no fsync: it is visible to every process sharing the file at once
+        and survives this process being killed, as the careful path does; only a power
+        cut (or an OS crash) before the next fsync can take it back. That loses a stored
+        response or a cached result, never a run, an approval or an audit record.
+        """
+        quick = self._quick
+        if quick is None or self._quick_left <= 0:
+            return False
+        try:
+            quick.execute(sql, params)
+        except sqlite3.Error:
+            self._quick_left = 0
+            return False
+        self._quick_left -= 1
+        return True
 
     async def _purge(self, now: float) -> None:
         """Delete expired cache and memory rows, at most once every `_PURGE_EVERY`."""
@@ -622,6 +756,28 @@ class SqliteStore(SqlReads):
         self._next_purge = now + _PURGE_EVERY
         for table in ("cache", "memory"):
             await self._write(f"DELETE FROM {table} WHERE expires_at <= ?", [now])
+
+
+_PUT = {
+    table: f"INSERT OR REPLACE INTO {table} (key, value, expires_at) VALUES (?, ?, ?)"
+    for table in ("cache", "memory")
+}
+"""One put's statement, by table."""
+
+
+def _open_quick(path: Path) -> sqlite3.Connection:
+    """The connection of `_quick_put`, on a file `open` has set up (WAL, schema)."""
+    # timeout=0: a write lock held by another process fails at once, never blocking the
+    # event loop; check_same_thread=False: opened here, it is used under the store's lock
+    # from whichever thread runs the event loop.
+    quick = sqlite3.connect(path, isolation_level=None, timeout=0, check_same_thread=False)
+    try:
+        quick.execute("PRAGMA synchronous = NORMAL")
+        quick.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints: the careful path's
+    except BaseException:
+        quick.close()
+        raise
+    return quick
 
 
 async def _use_wal(conn: aiosqlite.Connection) -> None:
@@ -670,6 +826,16 @@ async def _insert_approvals(
 def _conflict(approvals: Sequence[ApprovalRecord]) -> StoreConflict:
     ids = ", ".join(repr(a.id) for a in approvals)
     return StoreConflict(f"an approval with one of the ids {ids} exists already")
+
+
+def _settle(puts: Sequence[tuple[Any, asyncio.Future[None]]], error: BaseException | None) -> None:
+    """Answer the callers of the puts of a batch (committed, or failed with `error`)."""
+    for _, done in puts:
+        if not done.done():
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

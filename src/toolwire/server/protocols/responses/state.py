@@ -12,6 +12,8 @@ run and approvals waiting for a decision.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any, Final
@@ -72,8 +74,13 @@ class StoredResponse:
 
 
 def _key(owner: str | None, response_id: str) -> str:
-    digest = hashlib.sha256((owner or "").encode()).hexdigest()[:16]
-    return f"responses:{digest}:{response_id}"
+    return f"responses:{_owner_digest(owner)}:{response_id}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _owner_digest(owner: str | None) -> str:
+    """The key name's part of a response key: a few key names, hashed on every request."""
+    return hashlib.sha256((owner or "").encode()).hexdigest()[:16]
 
 
 def _run_key(run_id: str) -> str:
@@ -82,11 +89,14 @@ def _run_key(run_id: str) -> str:
 
 async def save(store: Store, owner: str | None, stored: StoredResponse, ttl: float) -> None:
     """Keep a response for `ttl` seconds, readable by `owner` (a key name) only."""
-    await store.remember(_key(owner, stored.response["id"]), stored.to_json(), ttl)
-    if stored.run_id is not None:
-        # `POST /v1/runs/{id}/resume` continues the chain from the response that paused.
-        link = {"owner": owner, "response_id": stored.response["id"]}
-        await store.remember(_run_key(stored.run_id), link, ttl)
+    kept = store.remember(_key(owner, stored.response["id"]), stored.to_json(), ttl)
+    if stored.run_id is None:
+        await kept
+        return
+    # `POST /v1/runs/{id}/resume` continues the chain from the response that paused. Both
+    # at once: a store that group-commits (SQLite) writes them in one statement.
+    link = {"owner": owner, "response_id": stored.response["id"]}
+    await asyncio.gather(kept, store.remember(_run_key(stored.run_id), link, ttl))
 
 
 async def paused_response(store: Store, run_id: str) -> StoredResponse | None:
