@@ -456,25 +456,24 @@ class TextChunkShape:
                 break
         else:
             return None
-        suffix = self._suffix
-        region = piece[pos:] if pos else piece
-        lines = region.split(b"\n")
+        lines = _lines_from(piece, pos)
         count = (len(lines) - 1) // 2  # complete events, if each is a line and a blank one
         if not count:
             return None
+        suffix = self._suffix
         cut, strip = len(head), -len(suffix)
         contents = [line[cut:strip] for line in lines[0 : 2 * count : 2]]
-        rebuilt = head + (suffix + b"\n\n" + head).join(contents) + suffix + b"\n\n"
-        if not region.startswith(rebuilt):
+        end = _rebuilt_end(piece, pos, head, contents, suffix)
+        if end < 0:
             count = _shape_lines(lines, count, head, suffix)
             if not count:
                 return None
             del contents[count:]
-            rebuilt = head + (suffix + b"\n\n" + head).join(contents) + suffix + b"\n\n"
+            end = _rebuilt_end(piece, pos, head, contents, suffix)
         text = _joined_contents(contents)
         if text is None:
             return None
-        return text, pos + len(rebuilt)
+        return text, end
 
     def text(self, data: bytes) -> str | None:
         """The content of `data` when it is a plain text chunk of the learnt shape."""
@@ -522,6 +521,36 @@ class TextChunkShape:
         head, tail = rb"data: ?" + re.escape(self._prefix), re.escape(self._suffix) + rb"\n\n"
         self._event = re.compile(head + rb"(" + _STRING_BODY + rb")" + tail)
         self._run = re.compile(rb"(?:" + head + _STRING_BODY + tail + rb")+")
+
+
+def _lines_from(piece: bytes, pos: int) -> list[bytes]:
+    """The lines of `piece` from `pos` (a line start) on, split on `\\n`.
+
+    A read usually starts with the end of an event the last one began: then `pos` is the
+    start of the third line, and the lines are those of the whole read less two (cheaper
+    than copying the read from `pos` to split that)."""
+    if not pos:
+        return piece.split(b"\n")
+    first = piece.find(b"\n")
+    if first + 2 == pos and piece[first + 1] == 10:  # `\n\n`, and `pos` just after it
+        return piece.split(b"\n")[2:]
+    return piece[pos:].split(b"\n")
+
+
+def _rebuilt_end(piece: bytes, pos: int, head: bytes, contents: list[bytes], suffix: bytes) -> int:
+    """Where the chunks of the shape holding `contents` end, if `piece` holds them from
+    `pos` on (line after line, each followed by a blank one); else -1."""
+    middle = (suffix + b"\n\n" + head).join(contents)
+    start = pos + len(head)
+    end = start + len(middle)
+    if (
+        piece.startswith(head, pos)
+        and piece.startswith(middle, start)
+        and piece.startswith(suffix, end)
+        and piece.startswith(b"\n\n", end + len(suffix))
+    ):
+        return end + len(suffix) + 2
+    return -1
 
 
 def _shape_lines(lines: list[bytes], count: int, head: bytes, suffix: bytes) -> int:
