@@ -265,7 +265,7 @@ def test_the_line_split_reads_runs_as_the_regexes_did(events: list[bytes], size:
     assert _read(body, size, regex_only=False) == _read(body, size, regex_only=True)
 
 
-def test_a_run_is_read_from_the_lines_of_a_read() -> None:
+def test_a_run_is_read_from_the_events_of_a_read() -> None:
     from toolwire.models.openai_wire import TextChunkShape
 
     shape = TextChunkShape()
@@ -279,6 +279,9 @@ def test_a_run_is_read_from_the_lines_of_a_read() -> None:
         assert shape._line_run(_raw(b"a") + _raw(b"b") + other, 0) == ("ab", 2 * len(_raw(b"a")))
     # What it cannot vouch for is left to the regexes.
     assert shape._line_run(_raw(b"a") + _raw(b"\\"), 0) is None
+    # A separator swallowed by a lone backslash, a NUL written by a content: the counts.
+    assert shape._line_run(_raw(b"a\\") + _raw(b"b"), 0) is None
+    assert shape._line_run(_raw(b"\\u0000") + _raw(b"a\\") + _raw(b"b"), 0) is None
     assert shape._line_run(_raw(b"\\ud83d") + _raw(b"\\ude00"), 0) is None
     assert shape._line_run(b"data: " + _HEAD[:-1] + _TAIL + b"\n\n", 0) is None
     assert shape._line_run(b"data: " + _HEAD + b"cut o", 0) is None

@@ -444,28 +444,31 @@ class TextChunkShape:
         most of the gateway's CPU on a fast stream of tiny chunks; a split, slices and
         joins cost a fraction of that.)
 
-        The read is split into lines and the contents cut out of every other line at
-        once; the chunks put back together from them must be the bytes of the read (so
-        each line was the head, a content without a line end and the suffix, and each
-        blank line blank), up to the first line that is not of the shape, found one by
-        one only then. None when no chunk of the shape starts at `pos`, or its contents
-        need `run`'s regex.
+        The read is split where each chunk of the shape ends and the contents cut out of
+        the pieces at once; the chunks put back together from them must be the bytes of
+        the read, up to the first piece that is not such a chunk, found one by one only
+        then. The contents are decoded at once (`_joined_contents`, which turns down any
+        holding a line end: so each chunk was one line and a blank one). None when no
+        chunk of the shape starts at `pos`, or its contents need `run`'s regex.
         """
         for head in self._heads:
             if piece.startswith(head, pos):
                 break
         else:
             return None
-        lines = _lines_from(piece, pos)
-        count = (len(lines) - 1) // 2  # complete events, if each is a line and a blank one
-        if not count:
-            return None
         suffix = self._suffix
-        cut, strip = len(head), -len(suffix)
-        contents = [line[cut:strip] for line in lines[0 : 2 * count : 2]]
+        # Split on the end of the suffix and the blank line (under 6 bytes: CPython's
+        # cheapest search but for one byte), which ends each chunk of the shape.
+        rest, end_mark = suffix[:-3], suffix[-3:] + b"\n\n"
+        events = _events_from(piece, pos, end_mark)
+        count = len(events) - 1  # complete events, if each ends with the mark
+        if count < 1 or not rest:
+            return None
+        cut, strip = len(head), -len(rest)
+        contents = [event[cut:strip] for event in events[:count]]
         end = _rebuilt_end(piece, pos, head, contents, suffix)
         if end < 0:
-            count = _shape_lines(lines, count, head, suffix)
+            count = _shape_events(events, count, head, rest)
             if not count:
                 return None
             del contents[count:]
@@ -523,18 +526,18 @@ class TextChunkShape:
         self._run = re.compile(rb"(?:" + head + _STRING_BODY + tail + rb")+")
 
 
-def _lines_from(piece: bytes, pos: int) -> list[bytes]:
-    """The lines of `piece` from `pos` (a line start) on, split on `\\n`.
+def _events_from(piece: bytes, pos: int, end_mark: bytes) -> list[bytes]:
+    """`piece` from `pos` on, split on `end_mark`.
 
-    A read usually starts with the end of an event the last one began: then `pos` is the
-    start of the third line, and the lines are those of the whole read less two (cheaper
-    than copying the read from `pos` to split that)."""
+    A read usually starts with the end of an event the last one began: then `pos` is
+    just after the first mark, and the events are those of the whole read less one
+    (cheaper than copying the read from `pos` to split that)."""
     if not pos:
-        return piece.split(b"\n")
-    first = piece.find(b"\n")
-    if first + 2 == pos and piece[first + 1] == 10:  # `\n\n`, and `pos` just after it
-        return piece.split(b"\n")[2:]
-    return piece[pos:].split(b"\n")
+        return piece.split(end_mark)
+    first = piece.find(end_mark)
+    if first >= 0 and first + len(end_mark) == pos:
+        return piece.split(end_mark)[1:]
+    return piece[pos:].split(end_mark)
 
 
 def _rebuilt_end(piece: bytes, pos: int, head: bytes, contents: list[bytes], suffix: bytes) -> int:
@@ -553,17 +556,18 @@ def _rebuilt_end(piece: bytes, pos: int, head: bytes, contents: list[bytes], suf
     return -1
 
 
-def _shape_lines(lines: list[bytes], count: int, head: bytes, suffix: bytes) -> int:
-    """How many of the first `count` events of `lines` (each a line and a blank one) are
-    chunks of the shape: the head, a content and the suffix."""
-    size = len(head) + len(suffix)
+def _shape_events(events: list[bytes], count: int, head: bytes, rest: bytes) -> int:
+    """How many of the first `count` of `events` (each cut before its end mark) are chunks
+    of the shape: the head, a content without a line end and `rest` (the suffix less the
+    end mark)."""
+    size = len(head) + len(rest)
     for i in range(count):
-        line = lines[2 * i]
+        event = events[i]
         if (
-            lines[2 * i + 1]
-            or len(line) < size
-            or not line.startswith(head)
-            or not line.endswith(suffix)
+            len(event) < size
+            or not event.startswith(head)
+            or not event.endswith(rest)
+            or b"\n" in event
         ):
             return i
     return count
