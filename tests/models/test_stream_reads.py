@@ -163,3 +163,125 @@ def test_a_chunk_whose_content_needs_decoding_teaches_no_shape() -> None:
     shape = TextChunkShape()
     shape.learn(orjson.dumps(_chunk({"content": 'a "quote"'})), 'a "quote"')
     assert shape.text(orjson.dumps(_chunk({"content": "plain"}))) is None
+
+
+def _marked(delta: dict[str, Any], finish: str | None = None) -> tuple[bytes, bytes]:
+    """The bytes of a chunk before and after its content (the marker `@@`)."""
+    data = orjson.dumps(_chunk({**delta, "content": "@@"}, finish, logprobs=None))
+    head, _, tail = data.partition(b"@@")
+    return head, tail
+
+
+_HEAD, _TAIL = _marked({})
+
+
+def _raw(content: bytes) -> bytes:
+    return b"data: " + _HEAD + content + _TAIL + b"\n\n"
+
+
+# Events a run of text chunks may meet, most of them malformed: contents that are not
+# valid JSON on their own (a lone backslash, half an escape or surrogate pair, half a UTF-8
+# character, a raw quote or control character), contents only valid joined, chunks that
+# look like the shape but are not, and SSE lines that are not `data:` ones.
+ODD_EVENTS = [
+    _raw(b"\\"),
+    _raw(b"a\\"),
+    _raw(b"\\\\"),
+    _raw(b"\\u00"),
+    _raw(b"e9"),
+    _raw(b"\\u0000"),
+    _raw(b"\\u0000x"),
+    _raw(b"\\ud83d"),
+    _raw(b"\\ude00"),
+    _raw(b"\\ud83d\\ude00"),
+    _raw(b"\xc3"),
+    _raw(b"\xa9"),
+    _raw(b"\xc3\xa9"),
+    _raw(b'a"b'),
+    _raw(b"\t"),
+    _raw(b"x\ndata: y"),
+    _raw(b'\\"'),
+    b"data: " + _HEAD[:-1] + _TAIL + b"\n\n",
+    b"data:" + _HEAD + b"no space" + _TAIL + b"\n\n",
+    b"data: " + _HEAD + b"two" + _TAIL + b"\ndata: " + _HEAD + b"lines" + _TAIL + b"\n\n",
+    b": a comment\n\n",
+    b"\n",
+    b"event: message\n",
+    b"data: " + b"".join(_marked({"role": "assistant"})).replace(b"@@", b"r") + b"\n\n",
+    b"data: " + b"".join(_marked({}, "stop")).replace(b"@@", b"end") + b"\n\n",
+    b'data: {"choices": []}\n\n',
+]
+
+
+class _RegexOnly:
+    """Reads a stream as before the line split: `TextChunkShape.run` by its regexes only."""
+
+    def __init__(self, assembler: ChatStreamAssembler) -> None:
+        from toolwire.models.openai_wire import TextChunkShape
+
+        class Shape(TextChunkShape):
+            __slots__ = ()
+
+            def _line_run(self, piece: bytes, pos: int) -> tuple[str, int] | None:
+                return None
+
+        assembler.shape = Shape()
+
+
+def _read(body: bytes, size: int, *, regex_only: bool) -> tuple[list[ModelDelta], str, bool]:
+    """The deltas of a first text chunk then `body` read `size` bytes at a time, the error
+    that ended it (if any) and whether `[DONE]` came."""
+    decoder, assembler = SSEDecoder(), ChatStreamAssembler()
+    if regex_only:
+        _RegexOnly(assembler)
+    got, _ = read_deltas(_raw(b"start"), decoder, assembler)  # the shape, learnt
+    try:
+        for start in range(0, len(body), size):
+            batch, done = read_deltas(body[start : start + size], decoder, assembler)
+            got += batch
+            if done:
+                return _coalesced(got), "", True
+    except Exception as exc:  # the test compares them
+        return _coalesced(got), f"{type(exc).__name__}: {exc}", False
+    return _coalesced(got), "", False
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(lambda t: _raw(orjson.dumps(t)[1:-1]), TEXT),
+            st.builds(lambda t: _raw(json.dumps(t)[1:-1].encode()), TEXT),
+            st.sampled_from(ODD_EVENTS),
+        ),
+        max_size=60,
+    ),
+    st.integers(1, 4096),
+)
+def test_the_line_split_reads_runs_as_the_regexes_did(events: list[bytes], size: int) -> None:
+    # The fast path of `TextChunkShape.run` gives the deltas, the error or the end the
+    # regexes gave, whatever it meets amid a run (most of it what it must turn down).
+    body = b"".join(events) + b"data: [DONE]\n\n"
+    assert _read(body, size, regex_only=False) == _read(body, size, regex_only=True)
+
+
+def test_a_run_is_read_from_the_events_of_a_read() -> None:
+    from toolwire.models.openai_wire import TextChunkShape
+
+    shape = TextChunkShape()
+    shape.learn(_HEAD + b"x" + _TAIL, "x")
+    run = _raw(b"a") + _raw(b'\\"') + _raw(b"\\n") + _raw("é".encode()) + _raw(b"")
+    piece = b"junk" + run + b"data: " + _HEAD + b"cut o"
+    assert shape._line_run(piece, 4) == ('a"\né', 4 + len(run))
+    # The end of a run: the first event that is not a chunk of the shape.
+    stop = b"data: " + b"".join(_marked({}, "stop")).replace(b"@@", b"end") + b"\n\n"
+    for other in (b": comment\n\n", stop, b"data: " + _HEAD[:-1] + _TAIL + b"\n\n"):
+        assert shape._line_run(_raw(b"a") + _raw(b"b") + other, 0) == ("ab", 2 * len(_raw(b"a")))
+    # What it cannot vouch for is left to the regexes.
+    assert shape._line_run(_raw(b"a") + _raw(b"\\"), 0) is None
+    # A separator swallowed by a lone backslash, a NUL written by a content: the counts.
+    assert shape._line_run(_raw(b"a\\") + _raw(b"b"), 0) is None
+    assert shape._line_run(_raw(b"\\u0000") + _raw(b"a\\") + _raw(b"b"), 0) is None
+    assert shape._line_run(_raw(b"\\ud83d") + _raw(b"\\ude00"), 0) is None
+    assert shape._line_run(b"data: " + _HEAD[:-1] + _TAIL + b"\n\n", 0) is None
+    assert shape._line_run(b"data: " + _HEAD + b"cut o", 0) is None
