@@ -1,6 +1,8 @@
 """`create_app(config)`: the gateway's ASGI app (Starlette).
 
 Handlers translate HTTP to the gateway's objects and back; tool logic stays in the runner.
+What every request passes before its route (its id, metrics and access log, the limits,
+errors in the door's shape) is one ASGI layer, `dispatch.Layer`.
 
 - `protocols/`: the front doors (`chat_completions/`, `models.py`);
 - `routes/`: toolwire's own REST (`tools.py`, `runs.py`: approvals, runs, audit) and the
@@ -16,7 +18,6 @@ from collections.abc import AsyncIterator, Mapping
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
@@ -24,8 +25,9 @@ from starlette.routing import Match, Route
 from toolwire import tracing
 from toolwire.server.configuration.config import GatewayConfig
 from toolwire.server.configuration.loader import ConfigError, ConfigProblem
+from toolwire.server.dispatch import GatewayApp
 from toolwire.server.gateway import Gateway
-from toolwire.server.http.door_errors import CatchAll, door_body
+from toolwire.server.http.door_errors import door_body
 from toolwire.server.http.draining import Drain
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.limits import Budget, InFlightLimit
@@ -52,6 +54,12 @@ __all__ = ["create_app"]
 logger = logging.getLogger("toolwire.server")
 
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+_DIRECT = (
+    # The model traffic: dispatched by exact path, without the router's walk.
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/messages"),
+    ("POST", "/v1/responses"),
+)
 
 
 def create_app(
@@ -112,7 +120,13 @@ def create_app(
                     await pruning
             await gateway.aclose()
 
-    app = Starlette(
+    app = GatewayApp(
+        # What every request passes before its route, in this order (see `dispatch`):
+        # its id and observation, the in-flight budget, its key's limits.
+        observe=Observe(metrics=metrics, log=access_log, models=gateway.routes),
+        in_flight=InFlightLimit(budget=budget, keyring=gateway.keyring),
+        key_limits=KeyLimits(limiter=gateway.limiter, keyring=gateway.keyring),
+        direct=_DIRECT,
         routes=[
             *probe_routes,
             *chat_routes,
@@ -136,13 +150,6 @@ def create_app(
             # the server answered itself): nobody reads an answer.
             ClientDisconnect: _client_gone,
         },
-        middleware=[
-            # Observe gives each request its id first (`assign_request_id`).
-            Middleware(Observe, metrics=metrics, log=access_log, models=gateway.routes),
-            Middleware(InFlightLimit, budget=budget, keyring=gateway.keyring),
-            Middleware(KeyLimits, limiter=gateway.limiter, keyring=gateway.keyring),
-            Middleware(CatchAll),
-        ],
         lifespan=lifespan,
     )
     app.state.gateway = gateway

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.responses import json_response
 from toolwire.server.protocols.anthropic_messages.wire import error_body as anthropic_body
 
-__all__ = ["CatchAll", "door_body"]
+__all__ = ["answer_failure", "door_body"]
 
 logger = logging.getLogger("toolwire.server")
 
@@ -31,41 +31,21 @@ def door_body(path: str, error: GatewayError) -> dict[str, Any]:
     return error.body()
 
 
-class CatchAll:
-    """ASGI middleware: an exception no handler caught becomes a JSON 500 in the door's
-    shape, and the connection stays usable.
+async def answer_failure(scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer an exception no handler caught, before the response started, with a JSON
+    500 in the door's shape (the app's layer, `server.dispatch`, calls it from its
+    `except`), and log it.
 
     Without it Starlette answers `Internal Server Error` in plain text and re-raises,
     and uvicorn then closes the connection: a keep-alive client's next request on it
-    got no answer. A failure after the response started cannot be answered; it is
-    re-raised as before.
+    got no answer. A failure after the response started cannot be answered; the layer
+    re-raises it as before.
     """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def watched(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, receive, watched)
-        except Exception:
-            if started:
-                raise
-            logger.exception("unexpected failure on %s %s", scope["method"], scope["path"])
-            error = GatewayError(
-                500,
-                "The gateway failed while serving the request; see its log.",
-                type="server_error",
-            )
-            body = door_body(scope["path"], error)
-            await json_response(body, 500)(scope, receive, send)
+    logger.exception("unexpected failure on %s %s", scope["method"], scope["path"])
+    error = GatewayError(
+        500,
+        "The gateway failed while serving the request; see its log.",
+        type="server_error",
+    )
+    body = door_body(scope["path"], error)
+    await json_response(body, 500)(scope, receive, send)

@@ -27,13 +27,22 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 import orjson
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from toolwire.server.configuration.config import LimitsConfig, McpEndpointConfig
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.keys.keyring import Keyring, bearer_token
 
-__all__ = ["Budget", "InFlightLimit", "Streams", "body_cost", "refusal_body"]
+__all__ = [
+    "HEADERS",
+    "Budget",
+    "InFlightLimit",
+    "Streams",
+    "Ticket",
+    "body_cost",
+    "refusal_body",
+    "send_refusal",
+]
 
 _EXEMPT: Final = frozenset({"/healthz", "/readyz", "/metrics"})
 _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
@@ -120,7 +129,7 @@ class Budget:
         self.bytes = 0
         self.key_bytes: dict[str, int] = {}
         self.streams = Streams(mcp.max_streams, mcp.max_streams_per_key)
-        self._arriving: set[_Ticket] = set()
+        self._arriving: set[Ticket] = set()
         self._step = 0
 
     def pressure(self) -> float:
@@ -156,7 +165,7 @@ class Budget:
             ticket.tighten()
 
 
-class _Ticket:
+class Ticket:
     """One request's share of the budget."""
 
     __slots__ = ("arriving", "budget", "held", "key", "refused", "start", "started", "timer")
@@ -210,79 +219,78 @@ class _Ticket:
         budget._squeeze()
 
     def _refuse(self, error: GatewayError) -> GatewayError:
-        # The middleware answers with its own refusal, in the route's shape, in place of
+        # The app's layer answers with this refusal, in the route's shape, in place of
         # whatever the app makes of this exception.
         self.refused = error
         return error
 
+    def metered(self, receive: Receive) -> Receive:
+        """`receive`, with the body's bytes charged as they arrive and its deadline kept:
+        past either, it raises the refusal (`refused`) the layer answers with."""
+        budget = self.budget
+
+        async def metered_receive() -> Message:
+            if not self.arriving:
+                return await receive()
+            budget._arriving.add(self)
+            try:
+                async with asyncio.timeout_at(budget.deadline(self.start)) as timer:
+                    self.timer = timer
+                    message = await receive()
+            except TimeoutError:
+                raise self._refuse(_body_timeout()) from None
+            finally:
+                self.timer = None
+            if message["type"] != "http.request":
+                self.done_arriving()
+                return message
+            chunk = message.get("body", b"")
+            if chunk:
+                self.charge(body_cost(chunk))
+            if not message.get("more_body", False):
+                self.done_arriving()
+            return message
+
+        return metered_receive
+
 
 class InFlightLimit:
-    """ASGI middleware: requests and the memory of their bodies held to the budget.
+    """Requests and the memory of their bodies held to the budget (the app's layer,
+    `server.dispatch`, asks it for each request's `Ticket`).
+
+    The layer admits a request (`admit`), reads its body through `Ticket.metered`, drops
+    the app's answer to a refusal raised there (`Ticket.refused`, unless the answer had
+    started) and sends the refusal in its place (`send_refusal`), and releases the ticket
+    when the request ends.
 
     Args:
-        app: The app.
         budget: The app's budget (`app.state.budget`, which `/readyz` reads).
         keyring: The gateway keys, for the per-key share (the key is looked up again, not
             trusted: an unknown one shares nothing but is refused by the route).
     """
 
-    def __init__(self, app: ASGIApp, *, budget: Budget, keyring: Keyring) -> None:
-        self.app = app
+    def __init__(self, *, budget: Budget, keyring: Keyring) -> None:
         self.budget = budget
         self.keyring = keyring
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in _EXEMPT or _is_mcp_stream(scope):
-            # `GET /mcp` streams are bounded by `Streams`, in the MCP endpoint.
-            await self.app(scope, receive, send)
-            return
-        budget = self.budget
-        headers = _headers(scope)
+    @staticmethod
+    def exempt(scope: Scope) -> bool:
+        """Whether the request is not counted: the probes, `/metrics`, and `GET /mcp`
+        streams (bounded by `Streams`, in the MCP endpoint)."""
+        return scope["path"] in _EXEMPT or _is_mcp_stream(scope)
+
+    def admit(self, scope: Scope, headers: Mapping[str, str]) -> Ticket | GatewayError:
+        """The request's ticket, or the refusal to answer it with.
+
+        Args:
+            headers: Its `authorization`, `x-api-key` and `content-length` headers (the
+                last of each, names as sent).
+        """
         key = self._key(headers)
         refusal = self._admit(scope, key, headers)
         if refusal is not None:
-            await send_refusal(scope, send, refusal)
-            return
-        ticket = _Ticket(budget, key)
-
-        async def metered_receive() -> Message:
-            if not ticket.arriving:
-                return await receive()
-            budget._arriving.add(ticket)
-            try:
-                async with asyncio.timeout_at(budget.deadline(ticket.start)) as timer:
-                    ticket.timer = timer
-                    message = await receive()
-            except TimeoutError:
-                raise ticket._refuse(_body_timeout()) from None
-            finally:
-                ticket.timer = None
-            if message["type"] != "http.request":
-                ticket.done_arriving()
-                return message
-            chunk = message.get("body", b"")
-            if chunk:
-                ticket.charge(body_cost(chunk))
-            if not message.get("more_body", False):
-                ticket.done_arriving()
-            return message
-
-        async def watched_send(message: Message) -> None:
-            if ticket.refused is not None and not ticket.started:
-                return  # the refusal is sent below, not the app's answer to it
-            if message["type"] == "http.response.start":
-                ticket.started = True
-            await send(message)
-
-        try:
-            await self.app(scope, metered_receive, watched_send)
-        except Exception:
-            if ticket.refused is None or ticket.started:
-                raise
-        finally:
-            ticket.release()
-        if ticket.refused is not None and not ticket.started:
-            await send_refusal(scope, send, ticket.refused)
+            return refusal
+        return Ticket(self.budget, key)
 
     def _key(self, headers: Mapping[str, str]) -> str | None:
         if not self.keyring.enabled:
@@ -312,12 +320,8 @@ def _is_mcp_stream(scope: Scope) -> bool:
     return scope["path"] == MCP_PATH and scope.get("method") == "GET"
 
 
-def _headers(scope: Scope) -> Mapping[str, str]:
-    return {
-        name.decode("latin-1"): value.decode("latin-1")
-        for name, value in scope.get("headers", ())
-        if name in (b"authorization", b"x-api-key", b"content-length")
-    }
+HEADERS: Final = frozenset({b"authorization", b"x-api-key", b"content-length"})
+"""The request headers `InFlightLimit.admit` reads."""
 
 
 def _declared(scope: Scope, headers: Mapping[str, str]) -> int:

@@ -1,5 +1,6 @@
 """Every request gets an id, returned as `X-Request-Id` and kept in the audit log, so an
-operator can find what one request did (the `Observe` middleware assigns it first).
+operator can find what one request did (the app's layer, `server.dispatch`,
+assigns it first).
 
 A client's own `X-Request-Id` is kept when it is a short printable token (a proxy's id
 then follows the request through); otherwise the gateway makes one.
@@ -25,13 +26,13 @@ def request_id_of(scope: Scope) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def assign_request_id(scope: Scope) -> tuple[bytes, bytes]:
-    """Give the request its id (in `scope["state"]`); return its `X-Request-Id` header."""
-    given = None
-    for name, value in scope.get("headers", ()):
-        if name == b"x-request-id":
-            given = value
-            break
+def assign_request_id(scope: Scope, given: bytes | None) -> tuple[bytes, bytes]:
+    """Give the request its id (in `scope["state"]`); return its `X-Request-Id` header.
+
+    Args:
+        given: The value of the request's first `X-Request-Id` header, if it has one (the
+            app's layer reads the headers once for everything it needs).
+    """
     rid = given.decode() if given is not None and _USABLE.fullmatch(given) else None
     # 32 random hex digits, as `uuid4().hex` wrote them, without building a UUID.
     rid = rid or "req_" + os.urandom(16).hex()

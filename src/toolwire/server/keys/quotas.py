@@ -1,8 +1,9 @@
 """Per-key limits: requests, tokens and tool calls per minute, requests at once, and a
 daily token budget, counted in the store so that replicas on one store share them.
 
-Three places, none inside a door: `KeyLimits` (ASGI middleware) admits a request before
-any door runs, holds its concurrency slot and answers a refusal in the door's own shape;
+Three places, none inside a door: `KeyLimits` (asked by the app's layer,
+`server.dispatch`) admits a request before any door runs and holds its concurrency slot,
+and the layer answers a refusal in the door's own shape;
 `CountedModel` wraps each public model and adds the upstream's usage after every turn;
 `KeyLimiter.tool_gate` is the runner's gate, asked before each server-tool call runs, so
 a runaway agent loop stops before its tool does.
@@ -19,7 +20,7 @@ import logging
 import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -28,15 +29,14 @@ from toolwire.models.messages import Message as ChatMessage
 from toolwire.models.messages import Usage
 from toolwire.server.configuration.config import KeyConfig, KeyLimitsConfig
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.http.limits import send_refusal
 from toolwire.server.keys.keyring import Keyring, bearer_token
 from toolwire.store import Store, StoreError
 from toolwire.tools import Tool, ToolContext
 
 if TYPE_CHECKING:  # the gateway builds the limiter without the server extra
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+    from starlette.types import Scope
 
-__all__ = ["CountedModel", "KeyLimiter", "KeyLimits", "LimitHook"]
+__all__ = ["Admitted", "CountedModel", "KeyLimiter", "KeyLimits", "LimitHook"]
 
 logger = logging.getLogger("toolwire.server")
 
@@ -226,31 +226,43 @@ class KeyLimiter:
         return None
 
 
-class KeyLimits:
-    """ASGI middleware: a gateway key's request limits, before any door runs."""
+@dataclass(slots=True)
+class Admitted:
+    """A request a key's limits let through: what the layer holds while it is served."""
 
-    def __init__(self, app: ASGIApp, *, limiter: KeyLimiter, keyring: Keyring) -> None:
-        self.app = app
+    caller: _Caller
+    holding: bool
+    """Whether it holds a concurrency slot (given back by `KeyLimits.release`)."""
+    headers: list[tuple[bytes, bytes]]
+    """The `x-ratelimit-*` headers its answer carries."""
+
+
+class KeyLimits:
+    """A gateway key's request limits, before any door runs (the app's layer,
+    `server.dispatch`, asks `admit` and, when the request ends, `release`)."""
+
+    def __init__(self, *, limiter: KeyLimiter, keyring: Keyring) -> None:
         self.limiter = limiter
         self.keyring = keyring
+        # Whether some key has limits: fixed with the keys, as the gateway's tool gate is.
+        self.active = limiter.active
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def applies(self, scope: Scope) -> bool:
+        """Whether the request is one the limits count: a `POST` under `/v1/`, while
+        some key has limits."""
+        return self.active and scope["method"] == "POST" and scope["path"].startswith("/v1/")
+
+    async def admit(self, scope: Scope) -> Admitted | GatewayError | None:
+        """Count the request against its key's limits: `None` when it has none (or no
+        known key: the door refuses a bad key itself), else what it holds, or the
+        refusal to answer it with."""
         limiter = self.limiter
-        if (
-            scope["type"] != "http"
-            or scope["method"] != "POST"
-            or not scope["path"].startswith("/v1/")
-            or not limiter.active
-        ):
-            await self.app(scope, receive, send)
-            return
         headers_in = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         token = bearer_token(headers_in.get("authorization")) or headers_in.get("x-api-key")
         key = self.keyring.authenticate(token.strip() if token else None)
         limits = limiter.limits.get(key.name) if key is not None else None
         if key is None or limits is None or not limits.any:
-            await self.app(scope, receive, send)  # the door refuses a bad key itself
-            return
+            return None
         caller = _Caller(key.name, limits)
         headers: dict[str, str] = {}
         try:
@@ -259,25 +271,25 @@ class KeyLimits:
             logger.warning("limits of key %r not applied (the store failed): %s", key.name, exc)
             refusal, holding = None, False
         if refusal is not None:
-            await send_refusal(scope, send, refusal)
-            return
+            return refusal
         extra = [(k.encode(), v.encode()) for k, v in headers.items()]
+        return Admitted(caller, holding, extra)
 
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start" and extra:
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
-            await send(message)
+    @staticmethod
+    def enter(admitted: Admitted) -> Token[_Caller | None]:
+        """Make `admitted`'s caller the one the runner's gate and the token counts see."""
+        return _caller.set(admitted.caller)
 
-        token = _caller.set(caller)
-        try:
-            await self.app(scope, receive, with_headers)
-        finally:
-            _caller.reset(token)
-            if holding:
-                try:
-                    await limiter.release(caller)
-                except StoreError as exc:
-                    logger.warning("concurrency slot of key %r not released: %s", key.name, exc)
+    async def release(self, admitted: Admitted, entered: Token[_Caller | None]) -> None:
+        """The request ended: give its concurrency slot back."""
+        _caller.reset(entered)
+        if admitted.holding:
+            try:
+                await self.limiter.release(admitted.caller)
+            except StoreError as exc:
+                logger.warning(
+                    "concurrency slot of key %r not released: %s", admitted.caller.name, exc
+                )
 
 
 class CountedModel:

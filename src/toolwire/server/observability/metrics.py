@@ -1,10 +1,11 @@
 """What an operator sees: Prometheus metrics at `/metrics` and one log line per request.
 
-- `Observe` (ASGI middleware) times every request, counts it by route template, method,
-  status and model, records the time to the first byte of a stream, keeps the number
-  of requests and streams in flight, and writes one line to the `toolwire.access`
-  logger: time, request id, key name, method, route, status, duration, model, tool
-  calls. Never a key, a token or an argument value.
+- `Observe` (called by the app's one ASGI layer, `server.dispatch`) counts every request
+  by route template, method, status and model, records its duration and the time to
+  the first byte of a stream, keeps the number of requests and streams in flight, and
+  writes one line to the `toolwire.access` logger: time, request id, key name, method,
+  route, status, duration, model, tool calls. Never a key, a token or an argument
+  value.
 - `Metrics` is also the `ModelObserver` of the upstream clients (`ObservedModel`): upstream
   latency (to the answer, to a stream's first event) and failures by kind; and the hook
   of the parsers: tool calls the upstream wrote but that could not be parsed, by format.
@@ -34,13 +35,12 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from toolwire import tracing
 from toolwire.parsing.events import ParseFailure
 from toolwire.server.http.client_text import log_text
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.http.request_id import assign_request_id
 from toolwire.server.keys.caller import authenticate, gateway_of
 from toolwire.server.observability.logs import LineHandler, access_handler
 from toolwire.server.upstreams.routing import ANSWERED_BY, Deployment
@@ -257,8 +257,11 @@ class MeteredAudit:
 
 
 class Observe:
-    """ASGI middleware: the request's id (`assign_request_id`), metrics and the access log line
-    of every HTTP request.
+    """What the app's layer (`server.dispatch`) observes of every HTTP request: its
+    metrics, its trace span and its access log line.
+
+    The layer times the request, reads the status and whether it streams from the answer
+    as it passes, and hands them to `done` when the request ends.
 
     Args:
         models: The model ids the configuration routes: the only `model` label values
@@ -267,13 +270,11 @@ class Observe:
 
     def __init__(
         self,
-        app: ASGIApp,
         *,
         metrics: Metrics | None,
         log: bool = True,
         models: Collection[str] = (),
     ) -> None:
-        self.app = app
         self.metrics = metrics
         self.log = log
         self.models = frozenset(models)
@@ -284,68 +285,41 @@ class Observe:
         self._durations: dict[str, Any] = {}
         self._first_bytes: dict[str, Any] = {}
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        request_id = assign_request_id(scope)
-        metrics = self.metrics
-        status = 500
-        streaming = False
-        first_byte: float | None = None
-
-        async def observed(message: Message) -> None:
-            nonlocal status, streaming, first_byte
-            kind = message["type"]
-            if kind == "http.response.start":
-                status = message["status"]
-                headers = message.get("headers", ())
-                for name, value in headers:
-                    if name == b"content-type" and value.startswith(b"text/event-stream"):
-                        streaming = True
-                        if metrics is not None:
-                            metrics.streams.inc()
-                message["headers"] = [*headers, request_id]
-            elif first_byte is None and kind == "http.response.body" and message.get("body"):
-                first_byte = time.perf_counter()
-            await send(message)
-
-        if metrics is not None:
-            metrics.in_flight.inc()
+    @staticmethod
+    def begin() -> tuple[list[int], list[str]]:
+        """Start counting the request's tool calls and the deployments that answer it
+        (in the request's context, which the tasks it starts copy)."""
         tool_calls = [0]
         _TOOL_CALLS.set(tool_calls)
         answered_by: list[str] = []
         ANSWERED_BY.set(answered_by)
-        if not tracing.enabled():
-            try:
-                await self.app(scope, receive, observed)
-            finally:
-                self._done(scope, started, status, streaming, first_byte, tool_calls, answered_by)
-            return
-        request_span = tracing.span(
+        return tool_calls, answered_by
+
+    @staticmethod
+    def span(scope: Scope) -> Any:
+        """The request's trace span (a context manager), when tracing is on."""
+        return tracing.span(
             f"{scope['method']} {scope['path']}", {"http.request.method": scope["method"]}
         )
-        current = request_span.__enter__()
-        try:
-            await self.app(scope, receive, observed)
-        finally:
-            if current is not None:
-                traced = scope.get("state") or {}
-                current.update_name(f"{scope['method']} {_route(scope)}")
-                tracing.set_attributes(
-                    current,
-                    {
-                        "http.route": _route(scope),
-                        "http.response.status_code": status,
-                        "toolwire.request_id": traced.get("request_id"),
-                        "gen_ai.request.model": log_text(traced.get("model") or "") or None,
-                    },
-                )
-            request_span.__exit__(None, None, None)
-            self._done(scope, started, status, streaming, first_byte, tool_calls, answered_by)
 
-    def _done(
+    @staticmethod
+    def end_span(current: Any, scope: Scope, status: int) -> None:
+        """Name the span after the route and give it the answer's attributes."""
+        if current is None:
+            return
+        traced = scope.get("state") or {}
+        current.update_name(f"{scope['method']} {_route(scope)}")
+        tracing.set_attributes(
+            current,
+            {
+                "http.route": _route(scope),
+                "http.response.status_code": status,
+                "toolwire.request_id": traced.get("request_id"),
+                "gen_ai.request.model": log_text(traced.get("model") or "") or None,
+            },
+        )
+
+    def done(
         self,
         scope: Scope,
         started: float,

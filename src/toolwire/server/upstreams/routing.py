@@ -67,8 +67,8 @@ _CONTEXT_WORDS: Final = re.compile(
     re.IGNORECASE,
 )
 ANSWERED_BY: ContextVar[list[str] | None] = ContextVar("toolwire_answered_by", default=None)
-"""Set by the access log's middleware to a list per request; the deployment that
-answered (`upstream/model`) is put in it, last turn last."""
+"""Set to a list per request by the app's layer (`server.dispatch`, for the access log);
+the deployment that answered (`upstream/model`) is put in it, last turn last."""
 _LATENCY_WEIGHT: Final = 0.3
 """How much one answer moves a deployment's latency average (an EWMA)."""
 
