@@ -6,9 +6,10 @@ Run: `python benchmarks/bench_instructions.py [--requests 300] [--before /work/m
 [--mock raw|starlette]` (needs `valgrind`; prints figures, no assertions). Each variant
 is `toolwire serve` (one worker, the instant fake upstream of `bench_gateway.py`, no
 pinning) under `valgrind --tool=callgrind --instr-atstart=no`; after a warm-up,
-collection is switched on (`callgrind_control -i on`) around `--requests` sequential requests of each scenario,
-and the instructions of the gateway's process (all its threads) are divided by the
-requests. Under valgrind the gateway runs ~50× slower, so only the counts mean anything.
+collection is switched on (`callgrind_control -i on`) around `--requests` sequential
+requests of each scenario, and the instructions of the gateway's process (all its
+threads) are divided by the requests. Under valgrind the gateway runs ~50× slower, so
+only the counts mean anything.
 
 With `--mock starlette` the upstream is the Starlette mock the issue-29 ratios are
 against, and the mock itself is counted the same way (direct requests, non-stream and
