@@ -89,6 +89,44 @@ def _control(*args: object) -> None:
     subprocess.run(["callgrind_control", *map(str, args)], check=True, capture_output=True)
 
 
+def _callgrind(out: Path) -> list[str]:
+    """valgrind's command line before the program: collection off until switched on."""
+    return [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--separate-threads=yes",
+        f"--callgrind-out-file={out}",
+    ]
+
+
+def _counted(
+    pid: int,
+    out: Path,
+    requests: int,
+    http: httpx.Client,
+    post: tuple[str, str, dict[str, str]],
+    *,
+    settle: float = 0.0,
+) -> float:
+    """Instructions per request of process `pid` (under callgrind, dumping to `out`) for
+    `post` (path, body, headers): 30 warm-up requests, then `requests` counted ones,
+    `settle` seconds included after."""
+    path, body, headers = post
+    for _ in range(30):
+        http.post(path, content=body, headers=headers).raise_for_status()
+    _control("-z", pid)
+    _control("-i", "on", pid)
+    for _ in range(requests):
+        http.post(path, content=body, headers=headers).raise_for_status()
+    time.sleep(settle)
+    _control("-i", "off", pid)
+    for stale in out.parent.glob(out.name + "*"):
+        stale.unlink()
+    _control("-d", pid)
+    return _total(str(out)) / requests
+
+
 def measure(
     src: Path | None, log: str, workdir: Path, upstream_port: int, requests: int, label: str
 ) -> dict[str, float]:
@@ -108,11 +146,7 @@ def measure(
     gateway = procs.start(
         f"cg-{label}-{log}",
         [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            "--separate-threads=yes",
-            f"--callgrind-out-file={out}",
+            *_callgrind(out),
             sys.executable,
             "-m",
             "toolwire.cli.main",
@@ -132,18 +166,14 @@ def measure(
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
             for name, (path, body) in SCENARIOS.items():
                 text = body()
-                for _ in range(30):
-                    http.post(path, content=text, headers=headers).raise_for_status()
-                _control("-z", gateway.pid)
-                _control("-i", "on", gateway.pid)
-                for _ in range(requests):
-                    http.post(path, content=text, headers=headers).raise_for_status()
-                time.sleep(0.3)  # the log writer's batch, counted with its requests
-                _control("-i", "off", gateway.pid)
-                for stale in out.parent.glob(out.name + "*"):
-                    stale.unlink()
-                _control("-d", gateway.pid)
-                figures[name] = _total(str(out)) / requests
+                figures[name] = _counted(
+                    gateway.pid,
+                    out,
+                    requests,
+                    http,
+                    (path, text, headers),
+                    settle=0.3,  # the log writer's batch, counted with its requests
+                )
     finally:
         procs.stop_all()
 
@@ -158,11 +188,7 @@ def measure_mock(workdir: Path, requests: int) -> dict[str, float]:
     mock = procs.start(
         "cg-mock",
         [
-            "valgrind",
-            "--tool=callgrind",
-            "--instr-atstart=no",
-            "--separate-threads=yes",
-            f"--callgrind-out-file={out}",
+            *_callgrind(out),
             sys.executable,
             str(Path(__file__).parent / "gateway_fake_upstream.py"),
             "--starlette",
@@ -179,17 +205,13 @@ def measure_mock(workdir: Path, requests: int) -> dict[str, float]:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
             for name, stream in (("chat", False), ("chat stream", True)):
                 text = chat_body("fake-model", stream=stream, tools=[WEATHER_TOOL])
-                for _ in range(30):
-                    http.post("/v1/chat/completions", content=text).raise_for_status()
-                _control("-z", mock.pid)
-                _control("-i", "on", mock.pid)
-                for _ in range(requests):
-                    http.post("/v1/chat/completions", content=text).raise_for_status()
-                _control("-i", "off", mock.pid)
-                for stale in out.parent.glob(out.name + "*"):
-                    stale.unlink()
-                _control("-d", mock.pid)
-                figures[name] = _total(str(out)) / requests
+                figures[name] = _counted(
+                    mock.pid,
+                    out,
+                    requests,
+                    http,
+                    ("/v1/chat/completions", text, {}),
+                )
     finally:
         procs.stop_all()
     return figures

@@ -212,7 +212,6 @@ class _Connection(asyncio.Protocol):
         self.headed = False
         self.until_close = False
         self.informational = False
-        self.started = False
         self.body.clear()
         self.buffered = 0
         self.paused = False
@@ -235,7 +234,6 @@ class _Connection(asyncio.Protocol):
             self.broken = True
             self._close()
             return
-        self.started = True
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -252,9 +250,6 @@ class _Connection(asyncio.Protocol):
                 self.transport.pause_reading()
             self._wake()
 
-    def eof_received(self) -> bool | None:
-        return None  # close: connection_lost follows
-
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self.in_use and not self.complete:
@@ -265,12 +260,6 @@ class _Connection(asyncio.Protocol):
                 self._fail(httpx.RemoteProtocolError("incomplete response body"))
             else:
                 self._fail(httpx.RemoteProtocolError("the server closed the connection"))
-
-    def pause_writing(self) -> None:
-        pass  # the request body is in memory already
-
-    def resume_writing(self) -> None:
-        pass
 
     # --- httptools ---------------------------------------------------------------------
 

@@ -682,9 +682,7 @@ class SqliteStore(SqlReads):
                     batch = waiting[:_PUT_BATCH]
                     del waiting[:_PUT_BATCH]
                     error: BaseException | None = None
-                    sql = f"INSERT OR REPLACE INTO {table} (key, value, expires_at) VALUES " + (
-                        ", ".join(["(?, ?, ?)"] * len(batch))
-                    )
+                    sql = _put_sql(table, len(batch))
                     params = [v for row, _ in batch for v in row]
                     if self._quick_put(sql, params):
                         _settle(batch, None)
@@ -758,10 +756,13 @@ class SqliteStore(SqlReads):
             await self._write(f"DELETE FROM {table} WHERE expires_at <= ?", [now])
 
 
-_PUT = {
-    table: f"INSERT OR REPLACE INTO {table} (key, value, expires_at) VALUES (?, ?, ?)"
-    for table in ("cache", "memory")
-}
+def _put_sql(table: str, rows: int) -> str:
+    """The statement that keeps `rows` cache or memory rows of `table` at once."""
+    values = ", ".join(["(?, ?, ?)"] * rows)
+    return f"INSERT OR REPLACE INTO {table} (key, value, expires_at) VALUES {values}"
+
+
+_PUT = {table: _put_sql(table, 1) for table in ("cache", "memory")}
 """One put's statement, by table."""
 
 
