@@ -47,6 +47,7 @@ from toolwire.server.http.door_errors import answer_failure
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.limits import HEADERS, InFlightLimit, Ticket, send_refusal
 from toolwire.server.http.request_id import assign_request_id
+from toolwire.server.http.requests import METERED
 from toolwire.server.keys.quotas import Admitted, KeyLimits
 from toolwire.server.observability.metrics import Observe
 
@@ -212,6 +213,7 @@ class Layer:
                 return
             ticket = admitted
             receive = ticket.metered(receive)
+            scope[METERED] = True
         extra: list[tuple[bytes, bytes]] = []
         started = False  # the app started an answer (which a refusal may have dropped)
 

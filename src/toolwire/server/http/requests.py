@@ -14,7 +14,7 @@ from toolwire.server.configuration.loader import format_path
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.json_depth import MAX_JSON_DEPTH, too_deep
 
-__all__ = ["read_body", "read_json", "validate_body"]
+__all__ = ["METERED", "read_body", "read_json", "validate_body"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -23,6 +23,10 @@ _MAX_LISTED = 3
 
 BODY_TIMEOUT: Final = 30.0
 """Seconds a client may take to send its whole body by default (`limits.body_timeout`)."""
+
+METERED: Final = "toolwire.metered"
+"""Set in the scope of a request whose `receive` the app's layer meters (`Ticket.metered`),
+which refuses a body that arrives too late: `read_body` need not time it again."""
 
 
 async def read_body(request: Request, *, limit: int) -> bytes:
@@ -33,6 +37,8 @@ async def read_body(request: Request, *, limit: int) -> bytes:
     A `Content-Length` over the limit is refused before a byte of the body is read; a body
     sent without one (chunked) is refused once the bytes read pass the limit.
     """
+    if request.scope.get(METERED):
+        return await _read_body(request, limit)  # the app's layer keeps the deadline
     gateway = getattr(request.app.state, "gateway", None) if "app" in request.scope else None
     seconds = gateway.config.limits.body_timeout if gateway is not None else BODY_TIMEOUT
     try:
