@@ -169,43 +169,47 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     """Run `work`, cancelling it if the client disconnects first (Starlette does not
     cancel a handler whose client went away).
 
+    `work` runs in the calling task, and one task listens for the disconnect and cancels
+    it, as `SSEResponse` does: the listener can only run while the caller is suspended
+    inside `work`, so its cancellation always lands there. (A task for `work` and
+    `asyncio.wait` on the two cost 3% of a request's instructions.)
+
     Raises:
         ClientGone: The client disconnected; `work` was cancelled.
         GatewayError: 503 when a shutdown's drain deadline passed first; `work` was
             cancelled.
     """
     drain = drain_of(request)
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(request))
+    task = asyncio.current_task()
+    assert task is not None
+    gone = False
+
+    async def listen() -> None:
+        nonlocal gone
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        gone = True
+        task.cancel()
+
+    listener = asyncio.get_running_loop().create_task(listen())
     try:
         with drain.guard():
-            await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError as exc:
-        task.cancel()
-        if not drain.interrupted(exc):
-            raise
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        raise shutting_down() from None
-    except BaseException:
-        task.cancel()
+            result = await work
+    except BaseException as exc:
+        if gone:
+            # Ours: the client left (whatever `work` made of its cancellation).
+            task.uncancel()
+            raise ClientGone from None
+        if isinstance(exc, asyncio.CancelledError) and drain.interrupted(exc):
+            raise shutting_down() from None
         raise
     finally:
-        watcher.cancel()
-    if not task.done():
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        listener.cancel()
+    if gone:
+        task.uncancel()  # `work` took the cancellation back and finished all the same
         raise ClientGone
-    return task.result()
+    return result
 
 
 class ClientGone(Exception):
     """The client disconnected before the answer was ready."""
-
-
-async def _disconnected(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
