@@ -329,17 +329,17 @@ class InFlightLimit:
             headers: Its `authorization`, `x-api-key` and `content-length` headers (the
                 last of each, names as sent).
         """
-        key = self._key(headers)
+        key = self._key(scope, headers)
         refusal = self._admit(scope, key, headers)
         if refusal is not None:
             return refusal
         return Ticket(self.budget, key)
 
-    def _key(self, headers: Mapping[str, str]) -> str | None:
+    def _key(self, scope: Scope, headers: Mapping[str, str]) -> str | None:
         if not self.keyring.enabled:
             return None  # an open gateway's callers are one principal: no share to keep
         token = bearer_token(headers.get("authorization")) or headers.get("x-api-key")
-        key = self.keyring.authenticate(token.strip() if token else None)
+        key = self.keyring.key_of(scope, token.strip() if token else None)
         return key.name if key is not None else None
 
     def _admit(

@@ -52,7 +52,7 @@ def authenticate(request: Request) -> Caller:
     token = bearer or request.headers.get("x-api-key", "").strip() or None
     key = None
     if gateway.keyring.enabled:
-        key = gateway.keyring.authenticate(token)
+        key = gateway.keyring.key_of(request.scope, token)
         if key is None:
             message = (
                 "Invalid gateway key."

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Final
 
 from toolwire.server.configuration.config import KeyConfig
 
 __all__ = ["GatewayKey", "Keyring", "bearer_token", "hash_key"]
+
+_KEY_IN_SCOPE: Final = "toolwire.key"
+"""The scope's (token, key) as `Keyring.key_of` found them."""
 
 
 def hash_key(key: str) -> str:
@@ -99,6 +103,19 @@ class Keyring:
     def get(self, name: str) -> GatewayKey | None:
         """The key named `name` (a run's owner, a tool's approver), or `None`."""
         return next((k for k in self._keys if k.name == name), None)
+
+    def key_of(self, scope: MutableMapping[str, Any], token: str | None) -> GatewayKey | None:
+        """`authenticate(token)` for the request of `scope` (whose key `token` is), once
+        per request: the app's layer (its limits) and the route both need the key."""
+        seen = scope.get(_KEY_IN_SCOPE)
+        if seen is not None and seen[0] == token:
+            found: GatewayKey | None = seen[1]
+            return found
+        # Not the token looked up before (a request with two `Authorization` headers,
+        # of which one reader takes the first and another the last): looked up anew.
+        found = self.authenticate(token)
+        scope[_KEY_IN_SCOPE] = (token, found)
+        return found
 
     def authenticate(self, token: str | None) -> GatewayKey | None:
         """The key matching `token`, or `None`."""

@@ -259,7 +259,7 @@ class KeyLimits:
         limiter = self.limiter
         headers_in = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         token = bearer_token(headers_in.get("authorization")) or headers_in.get("x-api-key")
-        key = self.keyring.authenticate(token.strip() if token else None)
+        key = self.keyring.key_of(scope, token.strip() if token else None)
         limits = limiter.limits.get(key.name) if key is not None else None
         if key is None or limits is None or not limits.any:
             return None
