@@ -627,23 +627,39 @@ class RawResponse:
         self.status_code: int = conn.status
         self.headers: Mapping[str, str] = _Headers(conn.raw_headers)
 
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+    def aiter_bytes(self) -> AsyncIterator[bytes]:
         """The body as it arrives: everything received since the last piece, in one."""
-        conn = self._conn
-        while True:
-            if conn.body:
-                yield conn.take()
-            elif conn.complete:
-                return
-            elif conn.error is not None:
-                raise conn.error
-            elif not conn.in_use:
-                raise httpx.StreamClosed()
-            else:
-                await _wait(conn, self._read)
+        # An iterator of its own, not an async generator: asyncio keeps every async
+        # generator in a weak set from its first step (its shutdown hook), a cost per
+        # response that a body read in one piece, most of them, would notice.
+        return _Pieces(self._conn, self._read)
 
     async def aclose(self) -> None:
         self._transport._release(self._conn)
+
+
+class _Pieces:
+    __slots__ = ("_conn", "_read")
+
+    def __init__(self, conn: _Connection, read: float | None) -> None:
+        self._conn = conn
+        self._read = read
+
+    def __aiter__(self) -> _Pieces:
+        return self
+
+    async def __anext__(self) -> bytes:
+        conn = self._conn
+        while True:
+            if conn.body:
+                return conn.take()
+            if conn.complete:
+                raise StopAsyncIteration
+            if conn.error is not None:
+                raise conn.error
+            if not conn.in_use:
+                raise httpx.StreamClosed()
+            await _wait(conn, self._read)
 
 
 class _ResponseStream(httpx.AsyncByteStream):
