@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import operator
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import aiosqlite
 import orjson
@@ -196,6 +197,13 @@ _PURGE_EVERY = 60.0
 
 _SET = tuple(c for c in RUN_COLUMNS if c not in ("id", "version"))
 """The run columns a write sets from the record; the store sets `version` itself."""
+
+_audit_values: Final = operator.attrgetter(*AUDIT_COLUMNS)
+"""An audit record's column values, in `AUDIT_COLUMNS` order (one C call per record)."""
+_AUDIT_ARGUMENTS: Final = AUDIT_COLUMNS.index("arguments")
+_AUDIT_INSERT: Final = (
+    f"INSERT INTO audit ({', '.join(AUDIT_COLUMNS)}) VALUES ({', '.join('?' * len(AUDIT_COLUMNS))})"
+)
 
 
 class SqliteStore(SqlReads):
@@ -519,20 +527,19 @@ class SqliteStore(SqlReads):
     # --- audit ------------------------------------------------------------------------
 
     async def append_audit(self, record: AuditRecord) -> int:
-        values = [getattr(record, c) for c in AUDIT_COLUMNS]
-        values[AUDIT_COLUMNS.index("arguments")] = _dumps(record.arguments)
+        values = list(_audit_values(record))
+        values[_AUDIT_ARGUMENTS] = _dumps(record.arguments)
         conn = self._connection()
         async with self._lock:
             try:
-                row = await conn.execute_insert(
-                    f"INSERT INTO audit ({', '.join(AUDIT_COLUMNS)}) "
-                    f"VALUES ({_marks(len(AUDIT_COLUMNS))})",
-                    values,
-                )
+                # The cursor's `lastrowid` is the new row's id: no second statement
+                # (`execute_insert` runs `SELECT last_insert_rowid()` after the insert).
+                cursor = await conn.execute(_AUDIT_INSERT, values)
             except sqlite3.DatabaseError as e:
                 raise self._failure(e) from e
-        assert row is not None  # execute_insert reads last_insert_rowid()
-        return int(row[0])
+        row_id = cursor.lastrowid
+        assert row_id is not None  # set by every INSERT
+        return row_id
 
     # --- retention --------------------------------------------------------------------
 
