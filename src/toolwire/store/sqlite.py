@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import itertools
 import operator
 import sqlite3
 import time
@@ -201,9 +203,17 @@ _SET = tuple(c for c in RUN_COLUMNS if c not in ("id", "version"))
 _audit_values: Final = operator.attrgetter(*AUDIT_COLUMNS)
 """An audit record's column values, in `AUDIT_COLUMNS` order (one C call per record)."""
 _AUDIT_ARGUMENTS: Final = AUDIT_COLUMNS.index("arguments")
-_AUDIT_INSERT: Final = (
-    f"INSERT INTO audit ({', '.join(AUDIT_COLUMNS)}) VALUES ({', '.join('?' * len(AUDIT_COLUMNS))})"
-)
+_is_value: Final = functools.partial(operator.is_not, None)
+_AUDIT_INSERTS: dict[tuple[bool, ...], str] = {}
+"""The audit INSERT per set of columns that hold a value (a handful of shapes occur: an
+outcome or not, an approval or not, a key or not)."""
+
+
+def _audit_insert(present: tuple[bool, ...]) -> str:
+    columns = list(itertools.compress(AUDIT_COLUMNS, present))
+    sql = f"INSERT INTO audit ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    _AUDIT_INSERTS[present] = sql
+    return sql
 
 
 class SqliteStore(SqlReads):
@@ -529,12 +539,17 @@ class SqliteStore(SqlReads):
     async def append_audit(self, record: AuditRecord) -> int:
         values = list(_audit_values(record))
         values[_AUDIT_ARGUMENTS] = _dumps(record.arguments)
+        # Only the columns that hold a value are bound; the others are NULL by having no
+        # default. sqlite3 binds every None through its adapter lookup (which raises and
+        # clears an AttributeError each time): a read tool's record has half a dozen.
+        present = tuple(map(_is_value, values))
+        sql = _AUDIT_INSERTS.get(present) or _audit_insert(present)
         conn = self._connection()
         async with self._lock:
             try:
                 # The cursor's `lastrowid` is the new row's id: no second statement
                 # (`execute_insert` runs `SELECT last_insert_rowid()` after the insert).
-                cursor = await conn.execute(_AUDIT_INSERT, values)
+                cursor = await conn.execute(sql, list(itertools.compress(values, present)))
             except sqlite3.DatabaseError as e:
                 raise self._failure(e) from e
         row_id = cursor.lastrowid
