@@ -436,8 +436,12 @@ class Agent:
         if settings is not None and settings.tool_choice not in (None, "auto", "none"):
             # A forced choice would force a call on every turn: the loop could never end.
             state.settings = replace(settings, tool_choice="auto")
-        all_calls, stored = _prepare_calls(response.message.tool_calls)
-        state.messages.append(replace(response.message, tool_calls=stored))
+        message = response.message
+        all_calls, stored = _prepare_calls(message.tool_calls)
+        # The message is frozen: when its calls are kept as they are, it is kept itself.
+        state.messages.append(
+            message if stored is message.tool_calls else replace(message, tool_calls=stored)
+        )
         limit = self.max_tool_calls
         over = all_calls[limit:]
         all_calls = all_calls[:limit]
@@ -466,13 +470,23 @@ class Agent:
         )
         async with _guard(run, run.state) if changes else contextlib.nullcontext():
             later = run.announce if run.journal is not None else None
-            run_events = self._run_tools(calls, by_name, run.ctx, approvals, later)
-            async with contextlib.aclosing(run_events) as tool_events:
-                async for event in tool_events:
-                    if isinstance(event, list):
-                        step.tool_results = event
-                    else:
-                        yield event
+            if self.runner.policy.approval != "ask" or not any(
+                (tool := by_name.get(call.name)) is not None and tool.effects == "destructive"
+                for call in calls
+            ):
+                # Only destructive tools under approval "ask" consult an approver: no event
+                # comes from every other turn's calls, which are awaited here, without the
+                # event plumbing of `_run_tools` (a generator, a queue, a task).
+                asker = _Asker(self.approver, approvals, later)
+                step.tool_results = await self.runner.exec_many(calls, run.ctx, approver=asker)
+            else:
+                run_events = self._run_tools(calls, run.ctx, approvals, later)
+                async with contextlib.aclosing(run_events) as tool_events:
+                    async for event in tool_events:
+                        if isinstance(event, list):
+                            step.tool_results = event
+                        else:
+                            yield event
 
     def _record_results(
         self,
@@ -578,12 +592,12 @@ class Agent:
     async def _run_tools(
         self,
         calls: list[ToolCall],
-        by_name: dict[str, Tool],
         ctx: ToolContext,
         approvals: dict[str, PendingApproval],
         later: list[ApprovalRequired] | None = None,
     ) -> AsyncGenerator[AgentEvent | list[ToolResult], None]:
-        """Run one turn's calls, yielding `ApprovalRequired` events, then the results.
+        """Run one turn's calls, some of which ask an approver, yielding `ApprovalRequired`
+        events, then the results.
 
         Every call that needs approval gets a `PendingApproval` in `approvals` (keyed by
         call id), bound to the validated arguments the runner would execute.
@@ -593,34 +607,9 @@ class Agent:
                 the spot and the run pauses in a store: they are announced once the
                 approvals are stored, so an announced id can always be decided.
         """
-        queue: asyncio.Queue[tuple[ApprovalRequired, asyncio.Future[None]] | None]
-        queue = asyncio.Queue()
-        user_approver = self.approver
-
-        async def approver(call: ToolCall, tool: Tool, ctx: ToolContext) -> bool | None:
-            pending = _pending(call, tool)
-            approvals[call.id] = pending
-            if user_approver is None and later is not None:
-                later.append(ApprovalRequired(call=call, tool=tool, approval=pending))
-                return None
-            # Hand the event to the stream and wait until the consumer has taken it, so
-            # whoever reads the stream learns about the request before anyone answers it.
-            seen: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            queue.put_nowait((ApprovalRequired(call=call, tool=tool, approval=pending), seen))
-            await seen
-            if user_approver is None:
-                return None
-            return await user_approver(call, tool, ctx)
-
-        if self.runner.policy.approval != "ask" or not any(
-            (tool := by_name.get(call.name)) is not None and tool.effects == "destructive"
-            for call in calls
-        ):
-            # Only destructive tools under approval "ask" consult an approver: skip the
-            # event plumbing for every other turn.
-            yield await self.runner.exec_many(calls, ctx, approver=approver)
-            return
-        task = asyncio.ensure_future(self.runner.exec_many(calls, ctx, approver=approver))
+        asker = _Asker(self.approver, approvals, later)
+        queue = asker.events()
+        task = asyncio.ensure_future(self.runner.exec_many(calls, ctx, approver=asker))
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (item := await queue.get()) is not None:
@@ -635,6 +624,47 @@ class Agent:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         yield results
+
+
+class _Asker:
+    """The approver of one turn's calls: it binds a `PendingApproval` to each call it is
+    asked about, then holds the call back for later (a run that pauses in a store), or
+    hands the request to the stream and waits until the consumer has taken it, so whoever
+    reads the stream learns about it before anyone answers it, and then asks the agent's
+    own approver (if any)."""
+
+    __slots__ = ("approvals", "later", "queue", "user")
+
+    def __init__(
+        self,
+        user: Approver | None,
+        approvals: dict[str, PendingApproval],
+        later: list[ApprovalRequired] | None,
+    ) -> None:
+        self.user = user
+        self.approvals = approvals
+        self.later = later
+        self.queue: asyncio.Queue[tuple[ApprovalRequired, asyncio.Future[None]] | None] | None
+        self.queue = None
+        """The stream's requests; made when first needed (most turns ask nobody)."""
+
+    def events(self) -> asyncio.Queue[tuple[ApprovalRequired, asyncio.Future[None]] | None]:
+        if self.queue is None:
+            self.queue = asyncio.Queue()
+        return self.queue
+
+    async def __call__(self, call: ToolCall, tool: Tool, ctx: ToolContext) -> bool | None:
+        pending = _pending(call, tool)
+        self.approvals[call.id] = pending
+        if self.user is None and self.later is not None:
+            self.later.append(ApprovalRequired(call=call, tool=tool, approval=pending))
+            return None
+        seen: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.events().put_nowait((ApprovalRequired(call=call, tool=tool, approval=pending), seen))
+        await seen
+        if self.user is None:
+            return None
+        return await self.user(call, tool, ctx)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -778,18 +808,25 @@ def _prepare_calls(calls: Sequence[ToolCall]) -> tuple[list[ToolCall], tuple[Too
     Ids the model gave are kept; a missing or repeated one gets a fresh id, since results
     are matched to calls by id. In the history, arguments that are not a JSON object become
     `"{}"`: providers reject such a call on every later request, while the error result
-    already tells the model what was wrong with it.
+    already tells the model what was wrong with it. When no call changed, the history's
+    calls are `calls` itself.
     """
     run: list[ToolCall] = []
     stored: list[ToolCall] = []
     seen: set[str] = set()
+    changed = False
     for call in calls:
         if not call.id or call.id in seen:
             call = replace(call, id=new_call_id())
+            changed = True
         seen.add(call.id)
         run.append(call)
-        stored.append(call if _is_json_object(call.arguments) else replace(call, arguments="{}"))
-    return run, tuple(stored)
+        if _is_json_object(call.arguments):
+            stored.append(call)
+        else:
+            stored.append(replace(call, arguments="{}"))
+            changed = True
+    return run, tuple(stored) if changed or not isinstance(calls, tuple) else calls
 
 
 def _is_json_object(text: str) -> bool:
