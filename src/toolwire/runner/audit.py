@@ -9,6 +9,7 @@ argument.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Mapping
@@ -80,7 +81,7 @@ def redact_arguments(tool: Tool | None, arguments: object) -> dict[str, Any] | N
     keeps its whole value (secret-looking keys inside it are still redacted); everything
     else reads `[redacted]`. Never raises, whatever `arguments` holds.
     """
-    if not isinstance(arguments, Mapping):
+    if type(arguments) is not dict and not isinstance(arguments, Mapping):
         return None
     allowed = tool.audit_arguments if tool is not None else None
     shown: dict[str, Any]
@@ -113,9 +114,16 @@ def redact_arguments_json(tool: Tool | None, text: str) -> str:
 def _by_name(value: Any, depth: int) -> Any:
     if depth > _MAX_DEPTH:
         return REDACTED
-    if isinstance(value, Mapping):
+    # JSON's own types first, by exact type: `isinstance` against `Mapping` is a call
+    # into the ABC machinery for every value, and most values are strings and numbers.
+    kind = type(value)
+    if kind is str:
+        return REDACTED if _SECRET_VALUE.match(value) else value
+    if kind in _SCALARS:
+        return value
+    if kind is dict or isinstance(value, Mapping):
         return {
-            str(k): REDACTED if _SECRET.search(str(k)) else _by_name(v, depth + 1)
+            str(k): REDACTED if _secret_name(str(k)) else _by_name(v, depth + 1)
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
@@ -123,6 +131,16 @@ def _by_name(value: Any, depth: int) -> Any:
     if isinstance(value, str) and _SECRET_VALUE.match(value):
         return REDACTED
     return value
+
+
+_SCALARS: Final = frozenset({int, float, bool, type(None)})
+
+
+@functools.lru_cache(maxsize=1024)
+def _secret_name(key: str) -> bool:
+    """Whether an argument's name looks like it holds a secret; remembered, since the
+    same few names come back call after call (bounded: a model may invent any name)."""
+    return _SECRET.search(key) is not None
 
 
 def _by_path(
