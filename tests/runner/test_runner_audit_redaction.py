@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -115,6 +116,30 @@ def test_deep_nesting_and_odd_keys_never_raise() -> None:
         "ok": [1, 2],
     }
     assert redact_arguments(configure_listed, {"settings": "flat"}) == {"settings": REDACTED}
+
+
+class _Text(str):
+    """A string that is not exactly `str` (a library may hand one over)."""
+
+
+def test_mappings_and_strings_that_are_not_dict_and_str_are_redacted_too() -> None:
+    # Values of JSON's own types take a quicker way; other mappings and strings still
+    # have their secrets found.
+    shown = redact_arguments(
+        None,
+        MappingProxyType(
+            {
+                "outer": MappingProxyType({"password": "hunter2", "region": "eu"}),
+                "header": _Text("Bearer sk-hidden"),
+                "fine": _Text("plain"),
+            }
+        ),
+    )
+    assert shown == {
+        "outer": {"password": REDACTED, "region": "eu"},
+        "header": REDACTED,
+        "fine": "plain",
+    }
 
 
 def test_json_text_is_redacted_to_canonical_json() -> None:
