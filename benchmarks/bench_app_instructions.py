@@ -12,7 +12,9 @@ after=src`. Per tree and scenario it runs the gateway app in-process twice under
 (instructions of the second − the first) / requests: what one request costs the
 gateway's Python code, from the ASGI call to the last body byte, with the offline model
 (no socket, no upstream) and, for the agent path, a scripted model that calls the
-`add` server tool once.
+`add` server tool once. The last two scenarios are issue 29's server-tool pair as
+`bench_hot_path.py` runs it: one gateway with the async `lookup` server tool, whose model
+calls no tool, then calls `lookup` once (their difference is the round trip's own cost).
 """
 
 from __future__ import annotations
@@ -31,26 +33,48 @@ ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "scripts" / "walk_tools.py"
 MODEL = "toolwire-offline"
 
-SCENARIOS: dict[str, tuple[str, dict[str, Any], bool]] = {
-    # name: (path, body, with server tools)
-    "chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}, False),
+LOOKUP = '''
+from toolwire import tool
+
+
+@tool
+async def lookup(key: str) -> dict[str, str]:
+    """Look a key up."""
+    return {"key": key, "value": key.upper()}
+'''
+"""`bench_hot_path.py`'s server tool: async, so no thread hop, and a read tool."""
+
+SCENARIOS: dict[str, tuple[str, dict[str, Any], str]] = {
+    # name: (path, body, server tools: "" none, "add" called once, "lookup" / "lookup none"
+    # the lookup tool called once / never)
+    "chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}, ""),
     "chat stream": (
         "/v1/chat/completions",
         {"messages": [{"role": "user", "content": "hi"}], "stream": True},
-        False,
+        "",
     ),
     "messages": (
         "/v1/messages",
         {"max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]},
-        False,
+        "",
     ),
-    "responses": ("/v1/responses", {"input": "hi", "store": False}, False),
+    "responses": ("/v1/responses", {"input": "hi", "store": False}, ""),
     # The default, store: true: the response is kept (in the SQLite store) before it is sent.
-    "responses stored": ("/v1/responses", {"input": "hi"}, False),
+    "responses stored": ("/v1/responses", {"input": "hi"}, ""),
     "chat, server tool": (
         "/v1/chat/completions",
         {"messages": [{"role": "user", "content": "2+3?"}]},
-        True,
+        "add",
+    ),
+    "server tools, none called": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "look up abc"}]},
+        "lookup none",
+    ),
+    "server tool round trip": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": "look up abc"}]},
+        "lookup",
     ),
 }
 
@@ -67,18 +91,28 @@ async def _requests(scenario: str, count: int) -> None:
     from toolwire.tools import ToolCall
 
     path, body, tools = SCENARIOS[scenario]
-    config: dict[str, Any] = {"store": f"sqlite:///{tempfile.mkdtemp()}/state.db"}
-    if tools:
+    workdir = Path(tempfile.mkdtemp())
+    config: dict[str, Any] = {"store": f"sqlite:///{workdir}/state.db"}
+    if tools == "add":
         config["server_tools"] = {"modules": [str(TOOLS)]}
+    elif tools:
+        (workdir / "bench_lookup_tools.py").write_text(LOOKUP)
+        config["server_tools"] = {"modules": [str(workdir / "bench_lookup_tools.py")]}
     app = create_app(GatewayConfig.model_validate(config), access_log=False)
     gateway = app.state.gateway
     raw = orjson.dumps({"model": MODEL, **body})
-    call = ToolCall(id="call_1", name="add", arguments='{"a": 2, "b": 3}')
+    if tools == "add":
+        call = ToolCall(id="call_1", name="add", arguments='{"a": 2, "b": 3}')
+    else:
+        call = ToolCall(id="call_1", name="lookup", arguments='{"key": "abc"}')
+    turns: list[AssistantMessage | str] = (
+        [] if tools == "lookup none" else [AssistantMessage(tool_calls=(call,))]
+    )
 
     async def one() -> None:
         if tools:
             for agent in gateway.agents.values():
-                agent.model = ScriptedModel([AssistantMessage(tool_calls=(call,)), "5"])
+                agent.model = ScriptedModel([*turns, "5"])
         sent = False
 
         async def receive() -> dict[str, Any]:
