@@ -218,18 +218,21 @@ class ToolRunner:
         if ctx is None:
             ctx = ToolContext()
         trace = _Trace(grant=grant)
-        attributes = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": call.name,
-            "gen_ai.tool.call.id": call.id,
-        }
+        approver = approver if approver is not None else self.approver
         try:
-            with tracing.span(f"execute_tool {call.name}", attributes) as current:
-                result = await self._exec(
-                    call, ctx, approver if approver is not None else self.approver, trace
-                )
-                if result.error is not None:
-                    tracing.set_attributes(current, {"error.type": result.error.code})
+            if tracing.enabled():
+                attributes = {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": call.name,
+                    "gen_ai.tool.call.id": call.id,
+                }
+                with tracing.span(f"execute_tool {call.name}", attributes) as current:
+                    result = await self._exec(call, ctx, approver, trace)
+                    if result.error is not None:
+                        tracing.set_attributes(current, {"error.type": result.error.code})
+            else:
+                # No span, no attributes to build for it: every call passes here.
+                result = await self._exec(call, ctx, approver, trace)
         except StoreError:
             raise
         except Exception:
