@@ -286,7 +286,8 @@ class ToolRunner:
         if ctx is None:
             ctx = ToolContext()
         if len(calls) <= 1:
-            return [(await self._run_one(c, ctx, approver, None))[0] for c in calls]
+            # Through `exec`, which a subclass may override (to record what it runs, say).
+            return [await self.exec(c, ctx, approver=approver) for c in calls]
         gate = asyncio.Semaphore(self.policy.max_concurrency)
 
         async def bounded(call: ToolCall) -> tuple[ToolResult, bool]:
