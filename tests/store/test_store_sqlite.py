@@ -435,3 +435,62 @@ async def test_migrates_a_version_two_file_with_its_audit_log(
     await store.aclose()
     with sqlite3.connect(path) as conn, pytest.raises(sqlite3.IntegrityError):
         conn.execute("DELETE FROM audit")
+
+
+def _stored_response(i: int) -> dict[str, object]:
+    """About the size of a stored response with a one-line answer (1.3-1.5 KB)."""
+    return {"id": f"resp_{i:032x}", "output": "x" * 1300}
+
+
+async def test_migrates_a_version_five_file_with_its_stored_responses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "state.db"
+    monkeypatch.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:5])
+    old = SqliteStore(path)
+    await old.open()
+    for i in range(3):
+        await old.remember(f"resp_{i}", _stored_response(i), 600)
+    await old.remember("gone", {"v": 1}, 0.01)
+    await old.aclose()
+    monkeypatch.undo()
+    with sqlite3.connect(path) as conn:
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory'").fetchone()
+    assert "WITHOUT ROWID" in sql  # as version 5 made it
+
+    store = SqliteStore(path)
+    await store.open()
+    assert [await store.recall(f"resp_{i}") for i in range(3)] == [
+        _stored_response(i) for i in range(3)
+    ]
+    assert await store.recall("gone") is None
+    await store.remember("resp_1", {"v": "again"}, 600)  # the key is still unique
+    assert await store.recall("resp_1") == {"v": "again"}
+    await store.aclose()
+    assert _version(path) == len(sqlite_module.MIGRATIONS)
+    with sqlite3.connect(path) as conn:
+        (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory'").fetchone()
+        indexes = {r[1] for r in conn.execute("PRAGMA index_list(memory)")}
+        # The expired row was carried over too, and purged when the store opened.
+        assert conn.execute("SELECT COUNT(*) FROM memory").fetchone()[0] == 3
+    assert "WITHOUT ROWID" not in sql
+    assert "memory_by_expiry" in indexes
+    assert _tables(path) & {"memory_v5"} == set()
+
+
+async def test_a_stored_response_takes_no_overflow_page(tmp_path: Path) -> None:
+    # A row over ~1 KB in a WITHOUT ROWID table spilled onto a 4 KB overflow page of its
+    # own (4.7 KB of file per stored response, and page reads on every seek past it).
+    path = tmp_path / "state.db"
+    store = SqliteStore(path)
+    await store.open()
+    with sqlite3.connect(path) as conn:
+        before = conn.execute("PRAGMA page_count").fetchone()[0]
+    puts = 200
+    for i in range(puts):
+        await store.remember(f"responses:owner:resp_{i:032x}", _stored_response(i), 600)
+    with sqlite3.connect(path) as conn:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0] - before
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+    await store.aclose()
+    assert pages * size / puts < 2600  # two rows to a page, and their keys' index entries
