@@ -451,7 +451,8 @@ async def test_migrates_a_version_five_file_with_its_stored_responses(
     await old.open()
     for i in range(3):
         await old.remember(f"resp_{i}", _stored_response(i), 600)
-    await old.remember("gone", {"v": 1}, 0.01)
+    await old.remember("gone", {"v": 1}, 600)
+    await old.remember("gone", {}, 0)  # forgotten: an expired row that reads nothing
     await old.aclose()
     monkeypatch.undo()
     with sqlite3.connect(path) as conn:
@@ -471,7 +472,7 @@ async def test_migrates_a_version_five_file_with_its_stored_responses(
     with sqlite3.connect(path) as conn:
         (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory'").fetchone()
         indexes = {r[1] for r in conn.execute("PRAGMA index_list(memory)")}
-        # The expired row was carried over too, and purged when the store opened.
+        # The forgotten row was carried over too, and purged when the store opened.
         assert conn.execute("SELECT COUNT(*) FROM memory").fetchone()[0] == 3
     assert "WITHOUT ROWID" not in sql
     assert "memory_by_expiry" in indexes
