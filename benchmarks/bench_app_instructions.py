@@ -33,16 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "scripts" / "walk_tools.py"
 MODEL = "toolwire-offline"
 
-LOOKUP = '''
-from toolwire import tool
-
-
-@tool
-async def lookup(key: str) -> dict[str, str]:
-    """Look a key up."""
-    return {"key": key, "value": key.upper()}
-'''
-"""`bench_hot_path.py`'s server tool: async, so no thread hop, and a read tool."""
+LOOKUP_TOOLS = ROOT / "benchmarks" / "bench_lookup_tools.py"
+"""`bench_hot_path.py`'s server tool."""
 
 SCENARIOS: dict[str, tuple[str, dict[str, Any], str]] = {
     # name: (path, body, server tools: "" none, "add" called once, "lookup" / "lookup none"
@@ -96,8 +88,7 @@ async def _requests(scenario: str, count: int) -> None:
     if tools == "add":
         config["server_tools"] = {"modules": [str(TOOLS)]}
     elif tools:
-        (workdir / "bench_lookup_tools.py").write_text(LOOKUP)
-        config["server_tools"] = {"modules": [str(workdir / "bench_lookup_tools.py")]}
+        config["server_tools"] = {"modules": [str(LOOKUP_TOOLS)]}
     app = create_app(GatewayConfig.model_validate(config), access_log=False)
     gateway = app.state.gateway
     raw = orjson.dumps({"model": MODEL, **body})

@@ -64,15 +64,8 @@ from bench_gateway import (
     wait_http_ok,
 )
 
-TOOLS = '''
-from toolwire import tool
-
-
-@tool
-async def lookup(key: str) -> dict[str, str]:
-    """Look a key up."""
-    return {"key": key, "value": key.upper()}
-'''
+LOOKUP_TOOLS = Path(__file__).with_name("bench_lookup_tools.py")
+"""The `lookup` server tool."""
 
 
 LOG_MODES = ("off", "text-file", "json-file", "text-pipe", "json-pipe")
@@ -98,10 +91,9 @@ def start_gateway(
         src: The `src` directory of the toolwire checkout to run (`PYTHONPATH`), e.g. main's
             for the figures before a change; `None` runs what this interpreter imports.
     """
-    (workdir / "bench_hot_tools.py").write_text(TOOLS)
     name = f"toolwire-{label or 'x'}-{'tools' if tools else 'plain'}-{workers}-{log}"
     config = workdir / f"{name}.yaml"
-    server_tools = f"server_tools:\n  modules: [{workdir / 'bench_hot_tools.py'}]\n"
+    server_tools = f"server_tools:\n  modules: [{LOOKUP_TOOLS}]\n"
     config.write_text(
         "upstream:\n"
         "  kind: openai\n"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sqlite3
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -408,16 +410,27 @@ async def test_only_prune_deletes_audit_records_and_only_the_oldest(tmp_path: Pa
         assert [r[0] for r in conn.execute("SELECT id FROM audit")] == ids[2:]
 
 
+@contextlib.asynccontextmanager
+async def _at_version(
+    path: Path, version: int, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[SqliteStore]:
+    """A store on `path` as toolwire wrote it at schema `version` (its first migrations)."""
+    with monkeypatch.context() as patched:
+        patched.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:version])
+        old = SqliteStore(path)
+        await old.open()
+        try:
+            yield old
+        finally:
+            await old.aclose()
+
+
 async def test_migrates_a_version_two_file_with_its_audit_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "state.db"
-    monkeypatch.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:2])
-    old = SqliteStore(path)
-    await old.open()
-    first = await old.append_audit(audit_record(time=1.0))
-    await old.aclose()
-    monkeypatch.undo()
+    async with _at_version(path, 2, monkeypatch) as old:
+        first = await old.append_audit(audit_record(time=1.0))
     with sqlite3.connect(path) as conn:  # as that version wrote it: without a version
         conn.execute(
             "INSERT INTO runs (id, status, state, created_at, updated_at) "
@@ -446,15 +459,11 @@ async def test_migrates_a_version_five_file_with_its_stored_responses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "state.db"
-    monkeypatch.setattr(sqlite_module, "MIGRATIONS", sqlite_module.MIGRATIONS[:5])
-    old = SqliteStore(path)
-    await old.open()
-    for i in range(3):
-        await old.remember(f"resp_{i}", _stored_response(i), 600)
-    await old.remember("gone", {"v": 1}, 600)
-    await old.remember("gone", {}, 0)  # forgotten: an expired row that reads nothing
-    await old.aclose()
-    monkeypatch.undo()
+    async with _at_version(path, 5, monkeypatch) as old:
+        for i in range(3):
+            await old.remember(f"resp_{i}", _stored_response(i), 600)
+        await old.remember("gone", {"v": 1}, 600)
+        await old.remember("gone", {}, 0)  # forgotten: an expired row that reads nothing
     with sqlite3.connect(path) as conn:
         (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory'").fetchone()
     assert "WITHOUT ROWID" in sql  # as version 5 made it

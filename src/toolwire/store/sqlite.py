@@ -223,16 +223,14 @@ _audit_values: Final = operator.attrgetter(*AUDIT_COLUMNS)
 """An audit record's column values, in `AUDIT_COLUMNS` order (one C call per record)."""
 _AUDIT_ARGUMENTS: Final = AUDIT_COLUMNS.index("arguments")
 _is_value: Final = functools.partial(operator.is_not, None)
-_AUDIT_INSERTS: dict[tuple[bool, ...], str] = {}
-"""The audit INSERT per set of columns that hold a value (a handful of shapes occur: an
-outcome or not, an approval or not, a key or not)."""
 
 
+@functools.cache
 def _audit_insert(present: tuple[bool, ...]) -> str:
+    """The audit INSERT of the columns that hold a value (a handful of shapes occur: an
+    outcome or not, an approval or not, a key or not)."""
     columns = list(itertools.compress(AUDIT_COLUMNS, present))
-    sql = f"INSERT INTO audit ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
-    _AUDIT_INSERTS[present] = sql
-    return sql
+    return f"INSERT INTO audit ({', '.join(columns)}) VALUES ({_marks(len(columns))})"
 
 
 class SqliteStore(SqlReads):
@@ -562,7 +560,7 @@ class SqliteStore(SqlReads):
         # default. sqlite3 binds every None through its adapter lookup (which raises and
         # clears an AttributeError each time): a read tool's record has half a dozen.
         present = tuple(map(_is_value, values))
-        sql = _AUDIT_INSERTS.get(present) or _audit_insert(present)
+        sql = _audit_insert(present)
         conn = self._connection()
         async with self._lock:
             try:
