@@ -315,6 +315,11 @@ async def main() -> None:
         time=1.0, event="started", tool="rm", effects="destructive",
         arguments_hash="sha256:00", arguments=None, call_id="call_k",
     ))
+    # A read tool's record commits on the quick connection, without an fsync.
+    await store.append_audit(AuditRecord(
+        time=2.0, event="finished", tool="ls", effects="read", arguments_hash="sha256:01",
+        arguments=None, call_id="call_r", outcome="ok",
+    ))
     # Stored responses, one by one (without an fsync each) and group-committed together:
     # each put returns once committed, and a commit survives kill -9 as it is.
     for i in range(10):
@@ -362,7 +367,77 @@ async def test_every_write_survives_kill_9(tmp_path: Path) -> None:
     assert run.state == {"k": 9}
     assert approval is not None
     assert approval.status == "used"
-    assert [(r.event, r.call_id) for r in audit] == [("started", "call_k")]
+    assert sorted((r.event, r.call_id) for r in audit) == [
+        ("finished", "call_r"),
+        ("started", "call_k"),
+    ]
+
+
+_CALLS = ("'c1'", "'c2'", "'c3'", "'c4'", "'c5'")
+
+
+async def test_read_tool_audit_records_skip_the_fsync_and_the_others_take_it(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    await store.open()
+    await store.remember("first", {}, 30)  # the first write after open is a careful one
+    quick: list[str] = []
+    careful: list[str] = []
+    assert store._conn is not None
+    assert store._quick is not None
+    await store._conn.set_trace_callback(careful.append)
+    store._quick.set_trace_callback(quick.append)
+    ids = [
+        await store.append_audit(audit_record(tool="ls", effects="read", call_id="c1")),
+        await store.append_audit(audit_record(tool="rm", effects="destructive", call_id="c2")),
+        await store.append_audit(audit_record(tool="put", effects="write", call_id="c3")),
+        await store.append_audit(audit_record(tool="cat", effects="read", call_id="c4")),
+    ]
+    async with store._lock:  # a transaction in progress: the read record waits for it
+        waiting = asyncio.ensure_future(
+            store.append_audit(audit_record(tool="ls", effects="read", call_id="c5"))
+        )
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+    ids.append(await waiting)
+    await _untraced(store)
+
+    # Sets: the trace callback can report one statement more than once.
+    def calls(statements: list[str]) -> set[str]:
+        inserts = [s for s in statements if s.startswith("INSERT INTO audit")]
+        return {c for s in inserts for c in _CALLS if c in s}
+
+    assert calls(quick) == {"'c1'", "'c4'"}
+    assert calls(careful) == {"'c2'", "'c3'", "'c5'"}
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 5
+    records = await store.list_audit(AuditQuery())
+    assert sorted((r.id, r.call_id) for r in records) == list(
+        zip(ids, ["c1", "c2", "c3", "c4", "c5"], strict=True)
+    )
+    await store.aclose()
+
+
+async def test_a_read_tool_audit_record_waits_for_another_process_write_lock(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state.db"
+    store = SqliteStore(path)
+    await store.open()
+    await store.remember("first", {}, 30)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process writes
+    try:
+        append = asyncio.ensure_future(store.append_audit(audit_record(tool="ls", effects="read")))
+        await asyncio.sleep(0.2)
+        assert not append.done()  # on the worker thread, behind the lock, the loop free
+    finally:
+        other.execute("COMMIT")
+        other.close()
+    record_id = await append
+    assert [r.id for r in await store.list_audit(AuditQuery())] == [record_id]
+    await store.aclose()
 
 
 async def test_insert_or_replace_cannot_rewrite_an_audit_record(tmp_path: Path) -> None:

@@ -14,14 +14,17 @@ rolled back with it, or reading what it has not committed yet). A second connect
 transactions was the other choice; it would contend with the first through the file lock,
 whose busy handler polls with sleeps of up to 100 ms, where the lock hands over at once.
 
-Cache and memory rows (cached results, stored responses) are the exception, on a second
-connection: puts waiting at the same time are one multi-row statement (group commit), and
-it commits in the event loop's thread with `synchronous=NORMAL`, never waiting for another
-process's write lock (then the batch goes the usual way). Such a commit is visible to
-every process sharing the file and survives a killed process when the put returns, but
-not a power cut before the next fsync, which every 64th batch and every other write does
-(`_quick_put`). Their reads go on that connection too: a stored response costs no thread
-hop, to keep or to read back.
+Cache and memory rows (cached results, stored responses) and the audit records of read
+tools are the exception, on a second connection: puts waiting at the same time are one
+multi-row statement (group commit), and it commits in the event loop's thread with
+`synchronous=NORMAL`, never waiting for another process's write lock (then the batch goes
+the usual way). Such a commit is visible to every process sharing the file and survives a
+killed process when the put returns, but not a power cut before the next fsync, which
+every 64th batch and every other write does (`_quick_write`). Nothing depends on those
+rows being on disk: a read tool that was running when the process died is not resumed
+(runs.md, "Crash semantics"), and a lost stored response or cached result is asked for
+again. Cache and memory reads go on that connection too: a stored response costs no
+thread hop, to keep or to read back.
 
 The schema is versioned with `PRAGMA user_version`; `MIGRATIONS[n]` takes a file from
 version `n` to `n + 1` and runs inside one transaction when the store is opened.
@@ -210,7 +213,7 @@ _PUT_BATCH = 256
 """Rows one group-commit statement writes at most (3 parameters each, well under
 SQLite's 32766)."""
 _QUICK_BATCHES = 64
-"""Batches of puts committed on the event loop's thread (`_quick_put`, no fsync) for one
+"""Batches of puts committed on the event loop's thread (`_quick_write`, no fsync) for one
 on the careful path (fsync, checkpoint): a log that stays short, and at most that many
 batches a power cut can take back."""
 _PURGE_EVERY = 60.0
@@ -561,15 +564,28 @@ class SqliteStore(SqlReads):
         # clears an AttributeError each time): a read tool's record has half a dozen.
         present = tuple(map(_is_value, values))
         sql = _audit_insert(present)
-        conn = self._connection()
-        async with self._lock:
-            try:
-                # The cursor's `lastrowid` is the new row's id: no second statement
-                # (`execute_insert` runs `SELECT last_insert_rowid()` after the insert).
-                cursor = await conn.execute(sql, list(itertools.compress(values, present)))
-            except sqlite3.DatabaseError as e:
-                raise self._failure(e) from e
-        row_id = cursor.lastrowid
+        params = list(itertools.compress(values, present))
+        # A read tool's record (its only one, written after the call) is not what at most
+        # once rests on: it commits like a stored response, with no thread hop or fsync.
+        # Write and destructive tools' records are fsynced before the method returns.
+        quick = (
+            self._quick_write(sql, params)
+            if record.effects == "read" and not self._lock.locked()
+            else None
+        )
+        if quick is not None:
+            row_id = quick.lastrowid
+        else:
+            conn = self._connection()
+            async with self._lock:
+                try:
+                    # The cursor's `lastrowid` is the new row's id: no second statement
+                    # (`execute_insert` runs `SELECT last_insert_rowid()` after the insert).
+                    cursor = await conn.execute(sql, params)
+                except sqlite3.DatabaseError as e:
+                    raise self._failure(e) from e
+                self._quick_left = _QUICK_BATCHES  # fsynced, with every quick commit before
+            row_id = cursor.lastrowid
         assert row_id is not None  # set by every INSERT
         return row_id
 
@@ -689,7 +705,7 @@ class SqliteStore(SqlReads):
         if (
             table not in self._committing  # nothing of this table waits or is being written
             and not self._lock.locked()  # nor does a transaction, which it would wait for
-            and self._quick_put(_PUT[table], row)
+            and self._quick_write(_PUT[table], row) is not None
         ):
             # Alone: committed here and now, with no batch, task or future to go through.
             await self._purge(now)
@@ -723,7 +739,7 @@ class SqliteStore(SqlReads):
                     error: BaseException | None = None
                     sql = _put_sql(table, len(batch))
                     params = [v for row, _ in batch for v in row]
-                    if self._quick_put(sql, params):
+                    if self._quick_write(sql, params) is not None:
                         _settle(batch, None)
                         continue
                     try:
@@ -761,11 +777,11 @@ class SqliteStore(SqlReads):
                 pass
         return await self._fetch(sql, params)
 
-    def _quick_put(self, sql: str, params: Sequence[Any]) -> bool:
-        """Commit a batch of puts on `_quick`, in this thread; False when it must take the
-        careful path: another process holds the write lock (this one does not wait for
-        it), `_quick` failed (the careful path reports the error), or `_QUICK_BATCHES`
-        went this way since the last careful one.
+    def _quick_write(self, sql: str, params: Sequence[Any]) -> sqlite3.Cursor | None:
+        """Commit one statement (a batch of puts, a read tool's audit record) on `_quick`,
+        in this thread; None when it must take the careful path: another process holds
+        the write lock (this one does not wait for it), `_quick` failed (the careful path
+        reports the error), or `_QUICK_BATCHES` went this way since the last careful one.
 
         The careful path is a commit with `synchronous=FULL` on the worker thread, which
         fsyncs the log with everything before it, and checkpoints the log into the file
@@ -773,18 +789,19 @@ class SqliteStore(SqlReads):
         thread hop and no fsync: it is visible to every process sharing the file at once
         and survives this process being killed, as the careful path does; only a power
         cut (or an OS crash) before the next fsync can take it back. That loses a stored
-        response or a cached result, never a run, an approval or an audit record.
+        response, a cached result or a read tool's audit record, never a run, an approval
+        or the record of a call with effects.
         """
         quick = self._quick
         if quick is None or self._quick_left <= 0:
-            return False
+            return None
         try:
-            quick.execute(sql, params)
+            cursor = quick.execute(sql, params)
         except sqlite3.Error:
             self._quick_left = 0
-            return False
+            return None
         self._quick_left -= 1
-        return True
+        return cursor
 
     async def _purge(self, now: float) -> None:
         """Delete expired cache and memory rows, at most once every `_PURGE_EVERY`."""
@@ -806,7 +823,7 @@ _PUT = {table: _put_sql(table, 1) for table in ("cache", "memory")}
 
 
 def _open_quick(path: Path) -> sqlite3.Connection:
-    """The connection of `_quick_put`, on a file `open` has set up (WAL, schema)."""
+    """The connection of `_quick_write`, on a file `open` has set up (WAL, schema)."""
     # timeout=0: a write lock held by another process fails at once, never blocking the
     # event loop; check_same_thread=False: opened here, it is used under the store's lock
     # from whichever thread runs the event loop.

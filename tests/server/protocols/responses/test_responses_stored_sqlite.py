@@ -1,7 +1,7 @@
 """A stored response on the default store (SQLite): readable by the next request as soon
 as it was answered, also by another replica sharing the file, and kept through a kill -9
 of the gateway right after the answer (its commit is not fsynced: see
-`SqliteStore._quick_put`)."""
+`SqliteStore._quick_write`)."""
 
 from __future__ import annotations
 
