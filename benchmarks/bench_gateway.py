@@ -323,9 +323,14 @@ def chat_body(model: str, *, stream: bool, tools: list[dict[str, Any]]) -> str:
 
 
 def start_upstream(
-    procs: Processes, hermes_kb: int, cost_ms: float = 0.0, *, starlette: bool = False
+    procs: Processes,
+    hermes_kb: int,
+    cost_ms: float = 0.0,
+    *,
+    starlette: bool = False,
+    uvloop: bool = False,
 ) -> tuple[Proc, int]:
-    """The fake upstream: raw asyncio (a few µs per request), or with `starlette` the
+    """The fake upstream: raw asyncio (on uvloop with `uvloop`), or with `starlette` the
     same answers from a Starlette app under uvicorn (see `gateway_fake_upstream.py`)."""
     name = "fake_upstream" if not cost_ms else f"fake_upstream_{cost_ms:g}ms"
     proc = procs.start(
@@ -338,6 +343,7 @@ def start_upstream(
             "--cost-ms",
             str(cost_ms),
             *(["--starlette"] if starlette else []),
+            *(["--uvloop"] if uvloop else []),
         ],
         cpus={1},
         stdout_pipe=True,

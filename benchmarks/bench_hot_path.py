@@ -338,6 +338,13 @@ def run(opts: argparse.Namespace) -> None:
                         agent_pid,
                     ),
                 ]
+            if opts.only:
+                wanted = opts.only.split(",")
+                scenarios = [
+                    s
+                    for s in scenarios
+                    if s.name.startswith("direct") or any(w in s.name for w in wanted)
+                ]
             latency: dict[str, list[float]] = {s.name: [] for s in scenarios}
             cpu: dict[str, list[float]] = {s.name: [] for s in scenarios}
             for rnd in range(opts.rounds):
@@ -642,6 +649,12 @@ def main() -> None:
         help="the upstream: raw asyncio (µs per request) or a Starlette app (the issue's)",
     )
     parser.add_argument("--no-pin", dest="pin", action="store_false")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="measure only the scenarios whose names contain one of these comma-separated "
+        "words (and the direct ones), e.g. 'non-stream,/v1/responses'",
+    )
     run(parser.parse_args())
 
 

@@ -39,7 +39,7 @@ import socket
 import sys
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Any, Final, cast
 
 MODEL: Final = "fake-model"
 STREAM_CHUNKS: Final = 20
@@ -196,8 +196,8 @@ class UpstreamProtocol(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports are not `asyncio.Transport` subclasses; they have its methods.
+        self._transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -365,10 +365,19 @@ def main() -> None:
         "--cost-ms", type=float, default=0.0, help="CPU burnt per chat completion (ms)"
     )
     parser.add_argument("--starlette", action="store_true", help="a Starlette app under uvicorn")
+    parser.add_argument(
+        "--uvloop",
+        action="store_true",
+        help="the raw server on uvloop: about half the CPU per request of asyncio's own loop",
+    )
     args = parser.parse_args()
     if args.starlette:
         serve_starlette(args.host, args.port, args.hermes_kb, args.cost_ms)
         return
+    if args.uvloop:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     try:
         asyncio.run(serve(args.host, args.port, args.hermes_kb, args.cost_ms))
     except KeyboardInterrupt:

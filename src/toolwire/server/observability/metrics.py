@@ -177,7 +177,7 @@ class Metrics:
         )
         self._children: dict[tuple[object, ...], Any] = {}
 
-    def _child(self, metric: Any, *labels: str) -> Any:
+    def child(self, metric: Any, *labels: str) -> Any:
         """`metric.labels(*labels)`, looked up once: `labels()` takes a lock and builds its
         key on every call, and these are called on every request. The cache holds one
         entry per series the metric holds already."""
@@ -190,10 +190,10 @@ class Metrics:
     # --- ModelObserver: told by every upstream client (see `ObservedModel`) -----------------
 
     def answered(self, model: str, seconds: float, *, stream: bool) -> None:
-        self._child(self.upstream_duration, model, "true" if stream else "false").observe(seconds)
+        self.child(self.upstream_duration, model, "true" if stream else "false").observe(seconds)
 
     def first_event(self, model: str, seconds: float) -> None:
-        self._child(self.upstream_first_event, model).observe(seconds)
+        self.child(self.upstream_first_event, model).observe(seconds)
 
     def failed(self, model: str, kind: str) -> None:
         self.upstream_errors.labels(model, kind).inc()
@@ -201,7 +201,7 @@ class Metrics:
     # --- RoutingObserver (see `server.routing`) and the per-key limits -----------------------
 
     def routed(self, public: str, deployment: Deployment) -> None:
-        self._child(self.deployment_requests, public, deployment.upstream, deployment.label).inc()
+        self.child(self.deployment_requests, public, deployment.upstream, deployment.label).inc()
 
     def deployment_failed(self, deployment: Deployment, kind: str) -> None:
         self.deployment_failures.labels(deployment.upstream, deployment.label, kind).inc()
@@ -250,9 +250,10 @@ class MeteredAudit:
         if record.event in ("finished", "finished_late"):
             outcome = record.outcome or "ok"
             tool = record.tool if record.tool in self._tools() else OTHER
-            self._metrics.tool_calls.labels(tool, outcome).inc()
+            metrics = self._metrics
+            metrics.child(metrics.tool_calls, tool, outcome).inc()
             if record.duration_ms is not None:
-                self._metrics.tool_duration.labels(tool).observe(record.duration_ms / 1000)
+                metrics.child(metrics.tool_duration, tool).observe(record.duration_ms / 1000)
         return await self._inner.append_audit(record)
 
 
