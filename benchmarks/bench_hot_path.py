@@ -349,10 +349,15 @@ def run(opts: argparse.Namespace) -> None:
             cpu: dict[str, list[float]] = {s.name: [] for s in scenarios}
             for rnd in range(opts.rounds):
                 for s in scenarios:
-                    result = _window(gen, s.target, s.body, s.stream, 1, opts.requests, 60.0, s.pid)
+                    result = _window(
+                        gen, s.target, s.body, s.stream, 1, opts.requests, 60.0, s.pid, upstream.pid
+                    )
                     key = "ttfb" if s.stream else "latency"
                     latency[s.name] += [x * 1000 for x in result[key]]
                     cpu[s.name].append(result["cpu_ms"])
+                    if s.pid != upstream.pid:
+                        chain = cpu.setdefault(f"{s.name} (upstream)", [])
+                        chain.append(result["upstream_cpu_ms"])
                 print(f"round {rnd + 1}/{opts.rounds} done", file=sys.stderr, flush=True)
             if opts.hermes_runs:
                 for variant, _ in variants:
@@ -482,8 +487,10 @@ def _window(
     requests: int,
     duration: float,
     pid: int | None,
+    upstream: int | None = None,
 ) -> dict[str, Any]:
-    """One measured window; `cpu_ms` is `pid`'s CPU (its process tree) per request."""
+    """One measured window; `cpu_ms` is `pid`'s CPU (its process tree) per request, and
+    `upstream_cpu_ms` the `upstream` process's in the same window."""
     gen.prepare(
         target,
         body,
@@ -494,11 +501,14 @@ def _window(
         warmup=50 if concurrency == 1 else concurrency,
     )
     before = cpu_seconds(pid) if pid is not None else 0.0
+    up_before = cpu_seconds(upstream) if upstream is not None else 0.0
     result = gen.go()
     after = cpu_seconds(pid) if pid is not None else 0.0
+    up_after = cpu_seconds(upstream) if upstream is not None else 0.0
     if result["errors"]:
         raise BenchError(f"{target.name} {target.model}: {result['first_error']}")
     result["cpu_ms"] = (after - before) * 1000 / max(1, result["count"])
+    result["upstream_cpu_ms"] = (up_after - up_before) * 1000 / max(1, result["count"])
     return result
 
 
@@ -547,7 +557,7 @@ def report(
     )
     print(
         f"{'scenario':<46} {'p50 ms':>7} {'added':>7} {'CPU ms/req':>10} "
-        f"{'spread':>13} {'× mock':>7}"
+        f"{'spread':>13} {'× mock':>7} {'× chain':>8}"
     )
     mock = {
         "non-stream": cpu50.get("direct, non-stream"),
@@ -560,9 +570,18 @@ def report(
         added = "" if direct else f"{value - (base[kind] or 0):+.3f}"
         own = cpu50[name]
         ratio = "" if direct or not mock[kind] else f"{own / (mock[kind] or 1):.2f}"
+        upstream = cpu50.get(f"{name} (upstream)")
+        chain = f"{own / upstream:.2f}" if upstream else ""
         print(
-            f"{name:<46} {value:>7.3f} {added:>7} {own:>10.3f} {_spread(cpu[name]):>13} {ratio:>7}"
+            f"{name:<46} {value:>7.3f} {added:>7} {own:>10.3f} {_spread(cpu[name]):>13} "
+            f"{ratio:>7} {chain:>8}"
         )
+    print(
+        "\n× mock: against the mock's CPU per request when the load generator calls it "
+        "directly; × chain: against the mock's CPU per request in the same window, serving "
+        "the gateway's requests (at concurrency 1 it sleeps while the gateway works, and "
+        "pays a wake-up per request; two upstream calls for a round trip)"
+    )
     print("\nthe access log's CPU per request (log on − log off, medians), ms")
     for variant, _ in variants:
         off = cpu50.get(f"{variant} off, non-stream")
