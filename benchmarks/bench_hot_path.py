@@ -5,10 +5,10 @@ two worker processes serve.
 Run: `python benchmarks/bench_hot_path.py [--rounds 3] [--requests 1000] [--duration 4]
 [--mock raw|starlette] [--before OTHER/src]` (prints figures; no assertions). It reuses
 `bench_gateway.py`'s processes: the fake OpenAI-compatible upstream (`--mock raw`: raw
-asyncio, a few µs per request; `--mock starlette`: the same answers from a Starlette app
-under uvicorn, the mock issue 29's ratios are against), the raw-asyncio load generator,
-and `toolwire serve` pinned to CPU 0 with the others on CPU 1 (2+ cores). `--before`
-runs another checkout's gateway beside this one, in the same rounds.
+asyncio, 0.015-0.05 ms of CPU per request, kernel included; `--mock starlette`: the same
+answers from a Starlette app under uvicorn, the mock issue 29's ratios are against), the
+raw-asyncio load generator, and `toolwire serve` pinned to CPU 0 with the others on CPU 1
+(2+ cores). `--before` runs another checkout's gateway beside this one, in the same rounds.
 
 At concurrency 1, rounds alternating the scenarios:
 
@@ -25,7 +25,7 @@ for `--duration` seconds; with two workers the gateway has both cores (shared wi
 upstream and the load generator), so that figure is what one 2-core machine serves.
 Last, the same at concurrency 32 with one worker against an upstream that burns
 `--upstream-cost-ms` (0.3) ms of CPU per request, as the mock of the issue's baseline did:
-the instant fake answers in a few µs, so "half of direct" only means something against an
+the instant fake answers in tens of µs, so "half of direct" only means something against an
 upstream that does some work.
 """
 

@@ -10,7 +10,8 @@ burn per request is taken from the second worker. With G the gateway's CPU per r
 and O the others', one worker serves at most 1 / G and two cores 2 / (G + O): the ratio
 cannot pass 2G / (G + O). So the others are made as cheap as they come: wrk (C, epoll)
 instead of the project's raw-asyncio load generator (`--loadgen python`), and the raw
-fake upstream on uvloop (`--asyncio-mock`: on asyncio's own loop, about twice its CPU).
+fake upstream on uvloop (`--asyncio-mock`: on asyncio's own loop, 0.041-0.048 ms of CPU
+per request against uvloop's 0.027-0.040 at concurrency 32).
 
 Each round measures, for each tree, `--workers 1` then `--workers auto`, non-streaming
 and 20-chunk streaming requests through a `native` route with the default access log

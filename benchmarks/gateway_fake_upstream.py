@@ -4,8 +4,9 @@ Run: `python benchmarks/gateway_fake_upstream.py [--port 0] [--hermes-kb 128]`
 Prints `listening on <port>` once it accepts connections, then serves until killed.
 
 Raw asyncio (`asyncio.Protocol`), HTTP/1.1 keep-alive, and every response built once at
-start-up, so that the upstream costs a few µs per request and the figures measure the
-gateway, not the fake. `POST .../chat/completions` answers by the request body:
+start-up, so that the upstream costs tens of µs per request (0.015-0.05 ms of CPU,
+kernel included, by machine and load) and the figures measure the gateway, not the
+fake. `POST .../chat/completions` answers by the request body:
 
 - `"stream": true` → a 20-chunk SSE stream (chunked transfer encoding, one HTTP chunk per
   event, all written at once), then `data: [DONE]`;
@@ -26,7 +27,7 @@ of the direct throughput" is a meaningful figure; 0 (the default) is the instant
 `--starlette` serves the same answers from a Starlette app under uvicorn (httptools,
 uvloop, one worker): the mock issue 29 measured the gateway against, a Python web app
 doing the least a Python web app does per request (a few tenths of a millisecond), where
-the raw one costs a few µs.
+the raw one costs tens of µs.
 """
 
 from __future__ import annotations
@@ -368,7 +369,8 @@ def main() -> None:
     parser.add_argument(
         "--uvloop",
         action="store_true",
-        help="the raw server on uvloop: about half the CPU per request of asyncio's own loop",
+        help="the raw server on uvloop (0.03-0.04 ms of CPU per request at concurrency 32, "
+        "against 0.04-0.05 on asyncio's own loop)",
     )
     args = parser.parse_args()
     if args.starlette:
