@@ -349,7 +349,7 @@ def run(opts: argparse.Namespace) -> None:
             cpu: dict[str, list[float]] = {s.name: [] for s in scenarios}
             for rnd in range(opts.rounds):
                 for s in scenarios:
-                    result = _window(
+                    result = measure_window(
                         gen, s.target, s.body, s.stream, 1, opts.requests, 60.0, s.pid, upstream.pid
                     )
                     key = "ttfb" if s.stream else "latency"
@@ -478,7 +478,7 @@ def _working_upstream(
     return _rates(gen, gateway, direct, opts)
 
 
-def _window(
+def measure_window(
     gen: LoadGen,
     target: Target,
     body: str,
@@ -525,10 +525,10 @@ def _rates(
     ):
         for stream in (False, True):
             text = chat_body(model, stream=stream, tools=[WEATHER_TOOL])
-            _window(gen, target, text, stream, 32, 10**9, min(2.0, opts.duration), None)
+            measure_window(gen, target, text, stream, 32, 10**9, min(2.0, opts.duration), None)
             rates = []
             for _ in range(3):
-                result = _window(gen, target, text, stream, 32, 10**9, opts.duration, None)
+                result = measure_window(gen, target, text, stream, 32, 10**9, opts.duration, None)
                 rates.append(result["count"] / result["elapsed"])
             out[f"{label}, {'stream' if stream else 'non-stream'}"] = statistics.median(rates)
             out[f"{label}, {'stream' if stream else 'non-stream'} spread"] = max(rates) - min(rates)

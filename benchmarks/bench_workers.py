@@ -46,7 +46,7 @@ from bench_gateway import (
     cpu_seconds,
     start_upstream,
 )
-from bench_hot_path import start_gateway
+from bench_hot_path import measure_window, start_gateway
 
 _WRK_SCRIPT = """
 wrk.method = "POST"
@@ -56,9 +56,11 @@ wrk.body = {body}
 """
 
 
-def _wrk(target: Target, body: str, concurrency: int, duration: float, workdir: Path) -> float:
-    """Requests/s that wrk measured; any answer but 200 is an error. (Its CPU is this
-    process's reaped children's: `resource.RUSAGE_CHILDREN`.)"""
+def _wrk(
+    target: Target, body: str, concurrency: int, duration: float, workdir: Path
+) -> tuple[int, float]:
+    """The requests wrk sent and their rate per second; any answer but 200 is an error.
+    (Its CPU is this process's reaped children's: `resource.RUSAGE_CHILDREN`.)"""
     script = workdir / "post.lua"
     script.write_text(_WRK_SCRIPT.format(key=GATEWAY_KEY, body=json.dumps(body)))
     out = subprocess.run(
@@ -66,7 +68,7 @@ def _wrk(target: Target, body: str, concurrency: int, duration: float, workdir: 
             "wrk",
             "-t1",
             f"-c{concurrency}",
-            f"-d{duration:g}s",
+            f"-d{max(1, round(duration))}s",  # wrk takes whole seconds
             "--timeout",
             "10s",
             "-s",
@@ -81,10 +83,11 @@ def _wrk(target: Target, body: str, concurrency: int, duration: float, workdir: 
     errors = re.search(r"Socket errors: (.*)", out)
     if bad or errors:
         raise BenchError(f"wrk against {target.name} met errors:\n{out}")
+    count = re.search(r"(\d+) requests in", out)
     rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    if rate is None:
-        raise BenchError(f"wrk printed no rate:\n{out}")
-    return float(rate.group(1))
+    if count is None or rate is None:
+        raise BenchError(f"wrk printed no count or rate:\n{out}")
+    return int(count.group(1)), float(rate.group(1))
 
 
 def _children_cpu() -> float:
@@ -100,23 +103,13 @@ def _rate(
     seconds: float,
     opts: argparse.Namespace,
     workdir: Path,
-) -> float:
-    """Requests/s over `seconds` at `--concurrency`, from wrk or the Python generator."""
+) -> tuple[int, float]:
+    """The requests sent over `seconds` at `--concurrency`, and their rate per second, by
+    wrk or by the Python load generator."""
     if gen is None:
         return _wrk(target, body, opts.concurrency, seconds, workdir)
-    gen.prepare(
-        target,
-        body,
-        stream=stream,
-        concurrency=opts.concurrency,
-        requests=10**9,
-        duration=seconds,
-        warmup=0,
-    )
-    result = gen.go()
-    if result["errors"]:
-        raise BenchError(f"{target.name}: {result['first_error']}")
-    return float(result["count"] / result["elapsed"])
+    result = measure_window(gen, target, body, stream, opts.concurrency, 10**9, seconds, None)
+    return int(result["count"]), result["count"] / result["elapsed"]
 
 
 def main() -> None:
@@ -169,11 +162,10 @@ def main() -> None:
                             _rate(*args, min(2.0, opts.duration), opts, workdir)
                             before_gw, before_up = cpu_seconds(pid), cpu_seconds(upstream.pid)
                             before_wrk = _children_cpu()
-                            rate = _rate(*args, opts.duration, opts, workdir)
+                            count, rate = _rate(*args, opts.duration, opts, workdir)
                             used_gw = cpu_seconds(pid) - before_gw
                             used_up = cpu_seconds(upstream.pid) - before_up
                             used_wrk = _children_cpu() - before_wrk
-                            count = rate * opts.duration
                             if gen is None:
                                 cpu.setdefault(name + ", wrk", []).append(used_wrk / count * 1e3)
                             rates.setdefault(name, []).append(rate)

@@ -10,6 +10,7 @@ import sqlite3
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from store_support import audit_record, run_record
@@ -182,13 +183,18 @@ async def test_expired_cache_rows_are_purged(tmp_path: Path) -> None:
         assert conn.execute("SELECT COUNT(*) FROM memory").fetchone()[0] == 0
 
 
-async def _traced(store: SqliteStore, statements: list[str]) -> None:
-    """Record the statements of both of the store's connections (None: stop)."""
+async def _traced(
+    store: SqliteStore, statements: list[str], quick_statements: list[str] | None = None
+) -> None:
+    """Record the statements of both of the store's connections: the quick connection's
+    in `quick_statements` when given, else with the others in `statements`."""
     conn, quick = store._conn, store._quick
     assert conn is not None
     assert quick is not None
     await conn.set_trace_callback(statements.append)
-    quick.set_trace_callback(statements.append)
+    quick.set_trace_callback(
+        (quick_statements if quick_statements is not None else statements).append
+    )
 
 
 async def _untraced(store: SqliteStore) -> None:
@@ -244,10 +250,7 @@ async def test_puts_go_on_without_fsync_and_every_so_often_with(tmp_path: Path) 
     await store.open()
     quick: list[str] = []
     careful: list[str] = []
-    assert store._conn is not None
-    assert store._quick is not None
-    await store._conn.set_trace_callback(careful.append)
-    store._quick.set_trace_callback(quick.append)
+    await _traced(store, careful, quick)
     for i in range(2 * sqlite_module._QUICK_BATCHES + 3):
         await store.remember(f"k{i}", {"i": i}, 30)
     await _untraced(store)
@@ -256,8 +259,9 @@ async def test_puts_go_on_without_fsync_and_every_so_often_with(tmp_path: Path) 
     await store.aclose()
 
 
-async def test_a_put_never_blocks_the_loop_on_another_process_write_lock(
-    tmp_path: Path,
+@pytest.mark.parametrize("write", ["stored response", "read tool's audit record"])
+async def test_a_quick_write_never_blocks_the_loop_on_another_process_write_lock(
+    tmp_path: Path, write: str
 ) -> None:
     path = tmp_path / "state.db"
     store = SqliteStore(path)
@@ -266,16 +270,23 @@ async def test_a_put_never_blocks_the_loop_on_another_process_write_lock(
     other = sqlite3.connect(path, isolation_level=None)
     other.execute("BEGIN IMMEDIATE")  # another process writes
     try:
-        put = asyncio.ensure_future(store.remember("k", {"v": 1}, 30))
+        pending: asyncio.Future[Any] = asyncio.ensure_future(
+            store.remember("k", {"v": 1}, 30)
+            if write == "stored response"
+            else store.append_audit(audit_record(tool="ls", effects="read"))
+        )
         started = asyncio.get_running_loop().time()
         await asyncio.sleep(0.2)
         assert asyncio.get_running_loop().time() - started < 0.5  # the loop went on
-        assert not put.done()  # waiting (on the worker thread) for the lock
+        assert not pending.done()  # waiting (on the worker thread) for the lock
     finally:
         other.execute("COMMIT")
         other.close()
-    await put
-    assert await store.recall("k") == {"v": 1}
+    written = await pending
+    if write == "stored response":
+        assert await store.recall("k") == {"v": 1}
+    else:
+        assert [r.id for r in await store.list_audit(AuditQuery())] == [written]
     await store.aclose()
 
 
@@ -384,10 +395,7 @@ async def test_read_tool_audit_records_skip_the_fsync_and_the_others_take_it(
     await store.remember("first", {}, 30)  # the first write after open is a careful one
     quick: list[str] = []
     careful: list[str] = []
-    assert store._conn is not None
-    assert store._quick is not None
-    await store._conn.set_trace_callback(careful.append)
-    store._quick.set_trace_callback(quick.append)
+    await _traced(store, careful, quick)
     ids = [
         await store.append_audit(audit_record(tool="ls", effects="read", call_id="c1")),
         await store.append_audit(audit_record(tool="rm", effects="destructive", call_id="c2")),
@@ -416,27 +424,6 @@ async def test_read_tool_audit_records_skip_the_fsync_and_the_others_take_it(
     assert sorted((r.id, r.call_id) for r in records) == list(
         zip(ids, ["c1", "c2", "c3", "c4", "c5"], strict=True)
     )
-    await store.aclose()
-
-
-async def test_a_read_tool_audit_record_waits_for_another_process_write_lock(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "state.db"
-    store = SqliteStore(path)
-    await store.open()
-    await store.remember("first", {}, 30)
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("BEGIN IMMEDIATE")  # another process writes
-    try:
-        append = asyncio.ensure_future(store.append_audit(audit_record(tool="ls", effects="read")))
-        await asyncio.sleep(0.2)
-        assert not append.done()  # on the worker thread, behind the lock, the loop free
-    finally:
-        other.execute("COMMIT")
-        other.close()
-    record_id = await append
-    assert [r.id for r in await store.list_audit(AuditQuery())] == [record_id]
     await store.aclose()
 
 
