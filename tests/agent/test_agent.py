@@ -28,7 +28,7 @@ from toolwire.models import (
     UserMessage,
 )
 from toolwire.runner import Policy
-from toolwire.tools import Tool, ToolCall, ToolContext, tool
+from toolwire.tools import Tool, Toolbox, ToolCall, ToolContext, ToolResult, tool
 
 
 @tool
@@ -472,3 +472,111 @@ async def test_tools_may_be_a_list_of_plain_functions() -> None:
     model = ScriptedModel([turn(call("add", '{"a": 2, "b": "3"}')), "5"])
     result = await Agent(model, [add]).run("2+3")
     assert result.steps[0].tool_results[0].result == 5
+
+
+class _GrowingProvider:
+    """Lists `get_weather` first; from its second listing on, `delete_file` as well (an MCP
+    server that gained a tool while a turn was under way)."""
+
+    def __init__(self) -> None:
+        self.listings = 0
+        self.tools = Toolbox([get_weather, delete_file])
+
+    async def list_tools(self) -> list[Tool]:
+        self.listings += 1
+        return [get_weather] if self.listings == 1 else [get_weather, delete_file]
+
+    async def execute_tool(
+        self, name: str, arguments: dict[str, Any], ctx: ToolContext
+    ) -> ToolResult:
+        return await self.tools.execute_tool(name, arguments, ctx)
+
+
+@pytest.mark.parametrize("decision", [True, False, None], ids=["approved", "denied", "no approver"])
+async def test_a_destructive_tool_found_only_when_the_call_came_still_asks(
+    decision: bool | None,
+) -> None:
+    """The turn's tool list did not have `delete_file`; the runner finds it when it lists
+    again for the call. The approver is still asked, after the stream has announced the
+    request, and the turn ends (it used to wait forever for a reader of its approvals)."""
+    events: list[AgentEvent] = []
+    seen_before_asking: list[list[str]] = []
+
+    async def approver(c: ToolCall, t: Tool, ctx: ToolContext) -> bool:
+        seen_before_asking.append([e.type for e in events])
+        assert decision is not None
+        return decision
+
+    provider = _GrowingProvider()
+    model = ScriptedModel([turn(call("delete_file", '{"path": "g.txt"}', id="d1")), "Done."])
+    agent = Agent(model, provider, approver=approver if decision is not None else None)
+
+    async def consume() -> None:
+        async for event in agent.run_stream("delete g.txt"):
+            events.append(event)
+
+    await asyncio.wait_for(consume(), timeout=10)
+    assert provider.listings == 2
+    kinds = [e.type for e in events]
+    assert kinds.index("approval_required") < kinds.index("tool_call_result")
+    result = only_done(events).result
+    if decision is None:
+        assert result.status == "awaiting_approval"
+        assert [c.id for c in result.pending_approvals] == ["d1"]
+        assert deleted == []
+        return
+    assert seen_before_asking == [["tool_call_start", "approval_required"]]
+    assert result.status == "completed"
+    assert deleted == (["g.txt"] if decision else [])
+
+
+@tool(name="tidy", effects="read")
+def tidy_reading(path: str) -> str:
+    """Look at a folder."""
+    return f"looked at {path}"
+
+
+@tool(name="tidy", effects="destructive")
+def tidy_deleting(path: str) -> str:
+    """Delete a folder's old files."""
+    deleted.append(path)
+    return f"tidied {path}"
+
+
+async def test_a_tool_that_became_destructive_during_the_turn_still_asks() -> None:
+    """The turn was listed with `tidy` as a read tool; while the model wrote its call, the
+    tools were listed again and `tidy` became destructive. The runner asks about it and
+    the stream announces the request before the call's result."""
+    listings: list[list[Tool]] = [[tidy_reading], [tidy_deleting]]
+    boxes = {id(t): Toolbox([t]) for tools in listings for t in tools}
+    current: list[Tool] = []
+
+    class Changing:
+        async def list_tools(self) -> list[Tool]:
+            current[:] = listings.pop(0) if listings else current
+            return list(current)
+
+        async def execute_tool(
+            self, name: str, arguments: dict[str, Any], ctx: ToolContext
+        ) -> ToolResult:
+            return await boxes[id(current[0])].execute_tool(name, arguments, ctx)
+
+    asked: list[str] = []
+
+    async def approver(c: ToolCall, t: Tool, ctx: ToolContext) -> bool:
+        asked.append(t.effects)
+        return True
+
+    agent = Agent(ScriptedModel(["unused"]), Changing(), approver=approver)
+
+    async def relisted_then_call(request: ScriptedRequest) -> AssistantMessage:
+        await agent.runner.refresh_tools()
+        return turn(call("tidy", '{"path": "tmp"}', id="t1"))
+
+    agent.model = ScriptedModel([relisted_then_call, "Tidied."])
+    events = await asyncio.wait_for(collect(agent), timeout=10)
+    assert asked == ["destructive"]
+    kinds = [e.type for e in events]
+    assert kinds.index("approval_required") < kinds.index("tool_call_result")
+    assert only_done(events).result.status == "completed"
+    assert deleted == ["tmp"]

@@ -465,20 +465,23 @@ class Agent:
             yield ToolCallStart(call_id=call.id, name=call.name, arguments=call.arguments)
         if not calls:
             return
-        changes = run.journal is not None and any(
-            (tool := by_name.get(c.name)) is not None and tool.effects != "read" for c in calls
-        )
+        # A name missing from the turn's list may be found when the runner lists again for
+        # it, as a write or destructive tool: it is guarded and may ask, like one.
+        tools = [by_name.get(c.name) for c in calls]
+        changes = run.journal is not None and any(t is None or t.effects != "read" for t in tools)
         async with _guard(run, run.state) if changes else contextlib.nullcontext():
             later = run.announce if run.journal is not None else None
             if self.runner.policy.approval != "ask" or not any(
-                (tool := by_name.get(call.name)) is not None and tool.effects == "destructive"
-                for call in calls
+                t is None or t.effects == "destructive" for t in tools
             ):
                 # Only destructive tools under approval "ask" consult an approver: no event
                 # comes from every other turn's calls, which are awaited here, without the
                 # event plumbing of `_run_tools` (a generator, a queue, a task).
-                asker = _Asker(self.approver, approvals, later)
+                missed: list[ApprovalRequired] = []
+                asker = _Asker(self.approver, approvals, later, missed)
                 step.tool_results = await self.runner.exec_many(calls, run.ctx, approver=asker)
+                for request in missed:
+                    yield request
             else:
                 run_events = self._run_tools(calls, run.ctx, approvals, later)
                 async with contextlib.aclosing(run_events) as tool_events:
@@ -633,17 +636,21 @@ class _Asker:
     reads the stream learns about it before anyone answers it, and then asks the agent's
     own approver (if any)."""
 
-    __slots__ = ("approvals", "later", "queue", "user")
+    __slots__ = ("approvals", "later", "missed", "queue", "user")
 
     def __init__(
         self,
         user: Approver | None,
         approvals: dict[str, PendingApproval],
         later: list[ApprovalRequired] | None,
+        missed: list[ApprovalRequired] | None = None,
     ) -> None:
         self.user = user
         self.approvals = approvals
         self.later = later
+        self.missed = missed
+        """Where requests go when nobody reads the stream while the calls run (a turn that
+        was expected to ask nobody): they are announced once the calls are done."""
         self.queue: asyncio.Queue[tuple[ApprovalRequired, asyncio.Future[None]] | None] | None
         self.queue = None
         """The stream's requests; made when first needed (most turns ask nobody)."""
@@ -659,9 +666,15 @@ class _Asker:
         if self.user is None and self.later is not None:
             self.later.append(ApprovalRequired(call=call, tool=tool, approval=pending))
             return None
-        seen: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.events().put_nowait((ApprovalRequired(call=call, tool=tool, approval=pending), seen))
-        await seen
+        event = ApprovalRequired(call=call, tool=tool, approval=pending)
+        if self.missed is not None:
+            # A tool that became destructive after the turn's list was taken: waiting for
+            # a reader would wait forever, so it is asked now and announced after.
+            self.missed.append(event)
+        else:
+            seen: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.events().put_nowait((event, seen))
+            await seen
         if self.user is None:
             return None
         return await self.user(call, tool, ctx)
