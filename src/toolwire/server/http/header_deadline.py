@@ -1,15 +1,18 @@
 """The header deadline: uvicorn times out idle keep-alive connections but not a client
 that sends its request headers slowly or never (slowloris). The protocol classes here
 close such a connection after `header_timeout` seconds, with a 408 when part of a request
-had arrived, and answer a request the HTTP parser refuses with the gateway's JSON 400."""
+had arrived, and answer a request the HTTP parser refuses with the gateway's JSON 400.
+They also send the writes of one pass of the event loop together (`BatchedWrites`)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from toolwire.server.http.write_batching import BatchedWrites
 
 __all__ = [
     "DEFAULT_HEADER_TIMEOUT",
@@ -98,9 +101,12 @@ class HeaderDeadlineMixin(asyncio.Protocol):
     transport: asyncio.Transport
     cycle: Any
     _deadline: HeaderDeadline
+    _writes: BatchedWrites
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)
+        # (uvloop's transports are not `asyncio.Transport` subclasses, only alike.)
+        self._writes = BatchedWrites(cast(asyncio.Transport, transport), asyncio.get_running_loop())
+        super().connection_made(cast(asyncio.Transport, self._writes))
         self._deadline = HeaderDeadline(self, header_timeout(self.config))
         self._deadline.arm(partial=False)
 
@@ -112,6 +118,10 @@ class HeaderDeadlineMixin(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._deadline.disarm()
         super().connection_lost(exc)
+
+    def on_response_complete(self) -> None:
+        self._writes.flush()  # the response's last bytes go now, not after the loop's pass
+        super().on_response_complete()  # type: ignore[misc]
 
     def send_400_response(self, msg: str) -> None:
         send_bad_request(self.transport)
