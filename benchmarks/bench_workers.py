@@ -1,8 +1,9 @@
 """Every core (issue 29): requests/s of `toolwire serve --workers auto` against one worker.
 
 Run: `python benchmarks/bench_workers.py [--rounds 3] [--duration 4] [--concurrency 32]
-[--loadgen wrk|python] [--asyncio-mock] [--before OTHER/src]` (prints figures; no
-assertions). `--loadgen wrk` needs Debian's `wrk` (`apt-get install wrk`).
+[--loadgen wrk|python] [--upstream raw|nginx] [--asyncio-mock] [--before OTHER/src]`
+(prints figures; no assertions). `--loadgen wrk` needs Debian's `wrk` (`apt-get install
+wrk`), `--upstream nginx` Debian's `nginx-light`.
 
 On a machine whose cores are all the gateway's, two workers would serve twice what one
 does. Here the load generator and the upstream share the two cores, and whatever they
@@ -11,7 +12,10 @@ and O the others', one worker serves at most 1 / G and two cores 2 / (G + O): th
 cannot pass 2G / (G + O). So the others are made as cheap as they come: wrk (C, epoll)
 instead of the project's raw-asyncio load generator (`--loadgen python`), and the raw
 fake upstream on uvloop (`--asyncio-mock`: on asyncio's own loop, 0.041-0.048 ms of CPU
-per request against uvloop's 0.027-0.040 at concurrency 32).
+per request against uvloop's 0.027-0.040 at concurrency 32). `--upstream nginx` serves the
+raw fake's two answers (the completion, and the 20-event stream written at once, chosen by
+the request's `accept` header, as the gateway sends it) from nginx's `return`: C, one
+process, a few µs per request, so that the bound is the gateway's and wrk's.
 
 Each round measures, for each tree, `--workers 1` then `--workers auto`, non-streaming
 and 20-chunk streaming requests through a `native` route with the default access log
@@ -40,13 +44,17 @@ from bench_gateway import (
     WEATHER_TOOL,
     BenchError,
     LoadGen,
+    Proc,
     Processes,
     Target,
     chat_body,
     cpu_seconds,
+    free_port,
     start_upstream,
+    wait_http_ok,
 )
 from bench_hot_path import measure_window, start_gateway
+from gateway_fake_upstream import build_responses, unframe
 
 _WRK_SCRIPT = """
 wrk.method = "POST"
@@ -90,6 +98,63 @@ def _wrk(
     return int(count.group(1)), float(rate.group(1))
 
 
+_NGINX_CONF = """
+worker_processes 1;
+master_process off;
+daemon off;
+pid {workdir}/nginx.pid;
+error_log {workdir}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    keepalive_requests 10000000;
+    keepalive_timeout 300s;
+    client_body_temp_path {workdir};
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            if ($http_accept ~ event-stream) {{ rewrite ^ /stream last; }}
+            default_type application/json;
+            return 200 '{plain}';
+        }}
+        location = /stream {{
+            internal;
+            default_type text/event-stream;
+            return 200 '{stream}';
+        }}
+    }}
+}}
+"""
+
+
+def _nginx_text(body: bytes) -> str:
+    """A body as the inside of a single-quoted nginx string."""
+    text = body.decode()
+    if "'" in text or "\\" in text:
+        raise BenchError("the fake's answers cannot be put into nginx's configuration as they are")
+    return text.replace("\n", "\\n")
+
+
+def start_nginx(procs: Processes, workdir: Path) -> tuple[Proc, int]:
+    """nginx answering the raw fake's completion and stream (see the module's docstring)."""
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists():
+        raise SystemExit("nginx is not installed (Debian: apt-get install nginx-light)")
+    answers = build_responses(hermes_kb=1)
+    plain = answers["plain"].partition(b"\r\n\r\n")[2]
+    stream = b"".join(unframe(answers["stream"])[2])
+    port = free_port()
+    conf = workdir / "nginx.conf"
+    conf.write_text(
+        _NGINX_CONF.format(
+            workdir=workdir, port=port, plain=_nginx_text(plain), stream=_nginx_text(stream)
+        )
+    )
+    proc = procs.start("nginx", [nginx, "-p", str(workdir), "-c", str(conf)])
+    wait_http_ok(proc, f"http://127.0.0.1:{port}/v1/models", timeout=10)
+    return proc, port
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -118,6 +183,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=4.0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--loadgen", choices=("wrk", "python"), default="wrk")
+    parser.add_argument("--upstream", choices=("raw", "nginx"), default="raw")
     parser.add_argument(
         "--asyncio-mock",
         dest="uvloop",
@@ -137,7 +203,10 @@ def main() -> None:
         workdir = Path(tmp)
         procs = Processes(workdir, pin=False)
         try:
-            upstream, upstream_port = start_upstream(procs, hermes_kb=1, uvloop=opts.uvloop)
+            if opts.upstream == "nginx":
+                upstream, upstream_port = start_nginx(procs, workdir)
+            else:
+                upstream, upstream_port = start_upstream(procs, hermes_kb=1, uvloop=opts.uvloop)
             gen = LoadGen(procs) if opts.loadgen == "python" else None
             for rnd in range(opts.rounds):
                 for variant, src in variants:
@@ -189,8 +258,10 @@ def report(
     opts: argparse.Namespace,
 ) -> None:
     print(
-        f"\nconcurrency {opts.concurrency}, load generator {opts.loadgen}, raw fake upstream "
-        f"on {'uvloop' if opts.uvloop else 'asyncio'}, "
+        f"\nconcurrency {opts.concurrency}, load generator {opts.loadgen}, upstream "
+        + ("nginx" if opts.upstream == "nginx" else "the raw fake")
+        + ("" if opts.upstream == "nginx" else f" on {'uvloop' if opts.uvloop else 'asyncio'}")
+        + ", "
         f"text access log to a file; {opts.rounds} rounds of {opts.duration:g} s; requests/s "
         "(each round), and CPU ms per request (median)\n"
     )

@@ -278,7 +278,7 @@ async def serve(host: str, port: int, hermes_kb: int, cost_ms: float = 0.0) -> N
         await server.serve_forever()
 
 
-def _unframe(raw: bytes) -> tuple[int, str, list[bytes]]:
+def unframe(raw: bytes) -> tuple[int, str, list[bytes]]:
     """A prebuilt response as its status, content type and body parts (one per HTTP
     chunk of a chunked one)."""
     head, _, body = raw.partition(b"\r\n\r\n")
@@ -311,7 +311,7 @@ def serve_starlette(host: str, port: int, hermes_kb: int, cost_ms: float = 0.0) 
     pick = UpstreamProtocol(build_responses(0), cost_ms / 1000)
     answers: dict[str, tuple[int, list[Any]]] = {}
     for name, raw in build_responses(hermes_kb).items():
-        status, media, parts = _unframe(raw)
+        status, media, parts = unframe(raw)
         if media.startswith("text/event-stream"):
             events = [p.removeprefix(b"data: ").strip() for p in parts]
             answers[name] = (status, [json.loads(e) for e in events if e != b"[DONE]"])
