@@ -228,6 +228,16 @@ async def test_flush_and_close_send_at_once_abort_drops() -> None:
     assert writes.get_extra_info("peername") == ("127.0.0.1", 1)
 
 
+async def test_a_buffer_reused_after_its_write_does_not_change_what_is_sent() -> None:
+    writes, transport = _batched()
+    buffer = bytearray(b"first")
+    writes.write(buffer)
+    buffer[:] = b"later"
+    writes.write(memoryview(b"!"))
+    await asyncio.sleep(0)
+    assert transport.events == [b"first!"]
+
+
 async def test_writes_held_when_the_client_went_away_are_dropped() -> None:
     writes, transport = _batched()
     writes.write(b"late")

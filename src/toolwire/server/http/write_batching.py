@@ -29,7 +29,7 @@ class BatchedWrites:
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self.transport = transport
         self._loop = loop
-        self._held: list[bytes | bytearray | memoryview] = []
+        self._held: list[bytes] = []
         self._scheduled = False
         # Bound once: uvicorn's flow control and receive call these on every request.
         self.is_closing = transport.is_closing
@@ -38,7 +38,8 @@ class BatchedWrites:
         self.get_extra_info = transport.get_extra_info
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        self._held.append(data)
+        # A transport's caller may reuse its buffer once `write` returns; bytes it cannot.
+        self._held.append(data if type(data) is bytes else bytes(data))
         if not self._scheduled:
             self._scheduled = True
             self._loop.call_soon(self._pass_ended)
