@@ -15,7 +15,8 @@ fake upstream on uvloop (`--asyncio-mock`: on asyncio's own loop, 0.041-0.048 ms
 per request against uvloop's 0.027-0.040 at concurrency 32). `--upstream nginx` serves the
 raw fake's two answers (the completion, and the 20-event stream written at once, chosen by
 the request's `accept` header, as the gateway sends it) from nginx's `return`: C, one
-process, a few µs per request, so that the bound is the gateway's and wrk's.
+process, 0.05-0.06 ms of CPU per request on a VM whose system calls are slow (the raw
+fake's 0.07-0.08 on the same VM), so that the bound is mostly the gateway's and wrk's.
 
 Each round measures, for each tree, `--workers 1` then `--workers auto`, non-streaming
 and 20-chunk streaming requests through a `native` route with the default access log
