@@ -142,8 +142,7 @@ def start_nginx(procs: Processes, workdir: Path) -> tuple[Proc, int]:
     if not Path(nginx).exists():
         raise SystemExit("nginx is not installed (Debian: apt-get install nginx-light)")
     answers = build_responses(hermes_kb=1)
-    plain = answers["plain"].partition(b"\r\n\r\n")[2]
-    stream = b"".join(unframe(answers["stream"])[2])
+    plain, stream = (b"".join(unframe(answers[name])[2]) for name in ("plain", "stream"))
     port = free_port()
     conf = workdir / "nginx.conf"
     conf.write_text(
