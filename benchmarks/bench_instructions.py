@@ -3,7 +3,9 @@ noisy machine (CPU time per request moves ±10% from one window to the next when
 work shares the cores; instruction counts move by well under 1%).
 
 Run: `python benchmarks/bench_instructions.py [--requests 300] [--before /work/main/src]
-[--mock raw|starlette]` (needs `valgrind`; prints figures, no assertions). Each variant
+[--mock raw|starlette] [--store memory|sqlite]` (needs `valgrind`; prints figures, no
+assertions; `--store sqlite` counts a stored response's commit, the SQLite library's
+instructions included, but not the system calls it makes). Each variant
 is `toolwire serve` (one worker, the instant fake upstream of `bench_gateway.py`, no
 pinning) under `valgrind --tool=callgrind --instr-atstart=no`; after a warm-up,
 collection is switched on (`callgrind_control -i on`) around `--requests` sequential
@@ -57,8 +59,10 @@ SCENARIOS = {
 }
 
 
-def _config(workdir: Path, upstream_port: int) -> Path:
+def _config(workdir: Path, upstream_port: int, store: str) -> Path:
     config = workdir / "toolwire-cg.yaml"
+    # One file per gateway: a variant never starts on another's rows.
+    kept = f"sqlite:///{workdir / f'cg-{time.monotonic_ns()}.db'}" if store == "sqlite" else store
     config.write_text(
         "upstream:\n"
         "  kind: openai\n"
@@ -67,7 +71,7 @@ def _config(workdir: Path, upstream_port: int) -> Path:
         "  retries: 0\n"
         "  models:\n"
         "    bench-model: fake-model\n"
-        "store: memory\n"
+        f"store: {kept}\n"
         "keys:\n"
         "  - name: bench\n"
         f"    env: {GATEWAY_KEY_ENV}\n"
@@ -128,7 +132,13 @@ def _counted(
 
 
 def measure(
-    src: Path | None, log: str, workdir: Path, upstream_port: int, requests: int, label: str
+    src: Path | None,
+    log: str,
+    workdir: Path,
+    upstream_port: int,
+    requests: int,
+    label: str,
+    store: str,
 ) -> dict[str, float]:
     port = free_port()
     out = workdir / f"cg-{label}-{log}.out"
@@ -152,7 +162,7 @@ def measure(
             "toolwire.cli.main",
             "serve",
             "-c",
-            str(_config(workdir, upstream_port)),
+            str(_config(workdir, upstream_port, store)),
             "--port",
             str(port),
             *logging_args,
@@ -228,6 +238,12 @@ def main() -> None:
         default="raw",
         help="the upstream; with starlette the mock's own instructions are counted too",
     )
+    parser.add_argument(
+        "--store",
+        choices=["memory", "sqlite"],
+        default="memory",
+        help="the gateway's store: sqlite counts what a stored response's commit costs",
+    )
     opts = parser.parse_args()
     variants: list[tuple[str, Path | None]] = [("hot", None)]
     if opts.before:
@@ -241,7 +257,9 @@ def main() -> None:
             _, port = start_upstream(procs, hermes_kb=1, starlette=opts.mock == "starlette")
             for variant, src in variants:
                 for log in logs:
-                    results[variant, log] = measure(src, log, workdir, port, opts.requests, variant)
+                    results[variant, log] = measure(
+                        src, log, workdir, port, opts.requests, variant, opts.store
+                    )
                     counts = {k: round(v) for k, v in results[variant, log].items()}
                     print(variant, log, json.dumps(counts), file=sys.stderr, flush=True)
         finally:
