@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Final
 
 from starlette.requests import Request
 
@@ -48,8 +49,9 @@ def authenticate(request: Request) -> Caller:
         GatewayError: 401 for a missing or unknown key.
     """
     gateway = gateway_of(request)
-    bearer = bearer_token(request.headers.get("authorization"))
-    token = bearer or request.headers.get("x-api-key", "").strip() or None
+    sent = _credentials(request.scope["headers"])
+    bearer = bearer_token(sent.get(b"authorization"))
+    token = bearer or sent.get(b"x-api-key", "").strip() or None
     key = None
     if gateway.keyring.enabled:
         key = gateway.keyring.key_of(request.scope, token)
@@ -69,7 +71,7 @@ def authenticate(request: Request) -> Caller:
     # The token HTTP tools may forward: the caller's own, sent apart from the gateway key
     # when there is one; the gateway key itself is never passed on.
     # An `x-api-key` is an API key, not a token of the caller's to pass on: never forwarded.
-    forwarded = bearer_token(request.headers.get("x-forwarded-authorization"))
+    forwarded = bearer_token(sent.get(b"x-forwarded-authorization"))
     if forwarded is None and not gateway.keyring.enabled:
         forwarded = bearer
     ctx = gateway.context(key, forwarded)
@@ -78,3 +80,18 @@ def authenticate(request: Request) -> Caller:
     if key is not None:
         request.scope.setdefault("state", {})["key_name"] = key.name  # for the access log
     return Caller(key, ctx)
+
+
+_CREDENTIALS: Final = frozenset({b"authorization", b"x-api-key", b"x-forwarded-authorization"})
+
+
+def _credentials(headers: list[tuple[bytes, bytes]]) -> dict[bytes, str]:
+    """The headers that carry a key or a token, in one pass over the request's headers
+    (ASGI names them in lower case). A header sent twice counts once, by its first value,
+    as with Starlette's `Headers.get`; a missing one costs no `KeyError`, as it does there,
+    three times a request on an open gateway."""
+    sent: dict[bytes, str] = {}
+    for name, value in headers:
+        if name in _CREDENTIALS and name not in sent:
+            sent[name] = value.decode("latin-1")
+    return sent
