@@ -150,7 +150,7 @@ class Layer:
                 if given is None:
                     given = value
             elif name in HEADERS:
-                headers[name.decode("latin-1")] = value.decode("latin-1")
+                headers.setdefault(name.decode("latin-1"), value.decode("latin-1"))
         request_id = assign_request_id(scope, given)
         status = 500
         streaming = False

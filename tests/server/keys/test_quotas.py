@@ -135,6 +135,28 @@ def test_a_keys_own_limits_win_over_the_defaults(upstream: FakeOpenAIServer) -> 
             assert f"toolwire_limit_refusals_total{{{hit}}} 1.0" in metrics
 
 
+def test_a_request_counts_against_the_key_it_is_served_as(upstream: FakeOpenAIServer) -> None:
+    # Two `Authorization` headers: the limits must read the same one as the door (the
+    # first), or a second key with no limits would carry the first key's requests.
+    _fresh_minute()
+    both = [("authorization", f"Bearer {ALICE}"), ("authorization", f"Bearer {BOB}")]
+    with (
+        _gateway(upstream, {}, requests_per_minute=1) as server,
+        httpx.Client(base_url=server.url, timeout=10) as http,
+    ):
+        answers = [
+            http.post(
+                "/v1/chat/completions",
+                json={"model": "m", "messages": user("hi")},
+                headers=both,
+            )
+            for _ in range(2)
+        ]
+        assert [a.status_code for a in answers] == [200, 429]
+        assert answers[0].headers["x-ratelimit-limit-requests"] == "1"
+        assert _chat(server, BOB).status_code == 200  # bob's own requests have no limit
+
+
 def test_concurrent_requests(upstream: FakeOpenAIServer) -> None:
     slow = completion("slow")
     slow.delay = 1.0

@@ -31,7 +31,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from toolwire.server.configuration.config import LimitsConfig, McpEndpointConfig
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.keys.keyring import Keyring, bearer_token
+from toolwire.server.keys.keyring import Keyring, presented_key
 
 __all__ = [
     "HEADERS",
@@ -327,7 +327,7 @@ class InFlightLimit:
 
         Args:
             headers: Its `authorization`, `x-api-key` and `content-length` headers (the
-                last of each, names as sent).
+                first of each, as every reader of the key takes them).
         """
         key = self._key(scope, headers)
         refusal = self._admit(scope, key, headers)
@@ -338,8 +338,8 @@ class InFlightLimit:
     def _key(self, scope: Scope, headers: Mapping[str, str]) -> str | None:
         if not self.keyring.enabled:
             return None  # an open gateway's callers are one principal: no share to keep
-        token = bearer_token(headers.get("authorization")) or headers.get("x-api-key")
-        key = self.keyring.key_of(scope, token.strip() if token else None)
+        token = presented_key(headers.get("authorization"), headers.get("x-api-key"))
+        key = self.keyring.key_of(scope, token)
         return key.name if key is not None else None
 
     def _admit(

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Final
 
 from starlette.requests import Request
 
 from toolwire.server.gateway import Gateway
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.request_id import request_id_of
-from toolwire.server.keys.keyring import GatewayKey, bearer_token
+from toolwire.server.keys.keyring import GatewayKey, bearer_token, credentials, presented_key
 from toolwire.tools import ToolContext
 
 __all__ = ["Caller", "authenticate", "gateway_of"]
@@ -49,9 +48,8 @@ def authenticate(request: Request) -> Caller:
         GatewayError: 401 for a missing or unknown key.
     """
     gateway = gateway_of(request)
-    sent = _credentials(request.scope["headers"])
-    bearer = bearer_token(sent.get(b"authorization"))
-    token = bearer or sent.get(b"x-api-key", "").strip() or None
+    sent = credentials(request.scope["headers"])
+    token = presented_key(sent.get(b"authorization"), sent.get(b"x-api-key"))
     key = None
     if gateway.keyring.enabled:
         key = gateway.keyring.key_of(request.scope, token)
@@ -73,25 +71,10 @@ def authenticate(request: Request) -> Caller:
     # An `x-api-key` is an API key, not a token of the caller's to pass on: never forwarded.
     forwarded = bearer_token(sent.get(b"x-forwarded-authorization"))
     if forwarded is None and not gateway.keyring.enabled:
-        forwarded = bearer
+        forwarded = bearer_token(sent.get(b"authorization"))
     ctx = gateway.context(key, forwarded)
     # Kept in audit records so an operator can find a request's tool calls.
     ctx.metadata["request_id"] = request_id_of(request.scope) or "req_" + os.urandom(16).hex()
     if key is not None:
         request.scope.setdefault("state", {})["key_name"] = key.name  # for the access log
     return Caller(key, ctx)
-
-
-_CREDENTIALS: Final = frozenset({b"authorization", b"x-api-key", b"x-forwarded-authorization"})
-
-
-def _credentials(headers: list[tuple[bytes, bytes]]) -> dict[bytes, str]:
-    """The headers that carry a key or a token, in one pass over the request's headers
-    (ASGI names them in lower case). A header sent twice counts once, by its first value,
-    as with Starlette's `Headers.get`; a missing one costs no `KeyError`, as it does there,
-    three times a request on an open gateway."""
-    sent: dict[bytes, str] = {}
-    for name, value in headers:
-        if name in _CREDENTIALS and name not in sent:
-            sent[name] = value.decode("latin-1")
-    return sent

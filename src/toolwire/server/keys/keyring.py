@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from toolwire.server.configuration.config import KeyConfig
 
-__all__ = ["GatewayKey", "Keyring", "bearer_token", "hash_key"]
+__all__ = ["GatewayKey", "Keyring", "bearer_token", "credentials", "hash_key", "presented_key"]
 
 _KEY_IN_SCOPE: Final = "toolwire.key"
 """The scope's (token, key) as `Keyring.key_of` found them."""
@@ -36,6 +36,28 @@ def bearer_token(authorization: str | None) -> str | None:
         return None
     token = token.strip()
     return token or None
+
+
+def presented_key(authorization: str | None, api_key: str | None) -> str | None:
+    """The gateway key a request presents: `Authorization: Bearer <key>`, else `x-api-key:
+    <key>` (how Anthropic's clients send theirs). Every reader of a request's key (the
+    in-flight limit, the per-key limits, the door) takes it from here, from the first of
+    each header, so that all of them count and serve one request as one key."""
+    return bearer_token(authorization) or (api_key.strip() if api_key else None) or None
+
+
+_CREDENTIALS: Final = frozenset({b"authorization", b"x-api-key", b"x-forwarded-authorization"})
+
+
+def credentials(headers: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str]:
+    """The headers that carry a key or a token, in one pass over a request's ASGI headers
+    (named in lower case). A header sent twice counts by its first value, as with
+    Starlette's `Headers.get`, which costs a raised `KeyError` for each header missing."""
+    sent: dict[bytes, str] = {}
+    for name, value in headers:
+        if name in _CREDENTIALS and name not in sent:
+            sent[name] = value.decode("latin-1")
+    return sent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,8 +133,8 @@ class Keyring:
         if seen is not None and seen[0] == token:
             found: GatewayKey | None = seen[1]
             return found
-        # Not the token looked up before (a request with two `Authorization` headers,
-        # of which one reader takes the first and another the last): looked up anew.
+        # Not the token looked up before (every reader takes it by `presented_key`, so
+        # this is a caller that found it elsewhere): looked up anew, never taken for it.
         found = self.authenticate(token)
         scope[_KEY_IN_SCOPE] = (token, found)
         return found

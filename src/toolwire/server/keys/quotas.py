@@ -29,7 +29,7 @@ from toolwire.models.messages import Message as ChatMessage
 from toolwire.models.messages import Usage
 from toolwire.server.configuration.config import KeyConfig, KeyLimitsConfig
 from toolwire.server.http.errors import GatewayError
-from toolwire.server.keys.keyring import Keyring, bearer_token
+from toolwire.server.keys.keyring import Keyring, credentials, presented_key
 from toolwire.store import Store, StoreError
 from toolwire.tools import Tool, ToolContext
 
@@ -257,9 +257,9 @@ class KeyLimits:
         known key: the door refuses a bad key itself), else what it holds, or the
         refusal to answer it with."""
         limiter = self.limiter
-        headers_in = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        token = bearer_token(headers_in.get("authorization")) or headers_in.get("x-api-key")
-        key = self.keyring.key_of(scope, token.strip() if token else None)
+        sent = credentials(scope["headers"])
+        token = presented_key(sent.get(b"authorization"), sent.get(b"x-api-key"))
+        key = self.keyring.key_of(scope, token)
         limits = limiter.limits.get(key.name) if key is not None else None
         if key is None or limits is None or not limits.any:
             return None
