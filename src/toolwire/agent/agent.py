@@ -215,8 +215,12 @@ class Agent:
             ctx=ctx,
             journal=self._journal(ctx, model_id),
         )
-        async for event in self._drive(run, self._loop(run, stream)):
-            yield event
+        # Closed here when the consumer stops (after `Done`, or early): left to the
+        # collector, an unfinished async generator is closed by a task the loop schedules
+        # through `call_soon_threadsafe`, an eventfd write and a wake-up per run.
+        async with contextlib.aclosing(self._drive(run, self._loop(run, stream))) as events:
+            async for event in events:
+                yield event
 
     async def resume(
         self,
@@ -281,8 +285,10 @@ class Agent:
             journal.hold(state)
         resolved = claim.resolved
         active = _Run(state=state, ctx=ctx, journal=journal, first_step=len(state.steps))
-        async for event in self._drive(active, self._continue(active, resolved, stream)):
-            yield event
+        driven = self._drive(active, self._continue(active, resolved, stream))
+        async with contextlib.aclosing(driven) as events:
+            async for event in events:
+                yield event
 
     def _journal(
         self, ctx: ToolContext, model_id: str | None, holder: str | None = None

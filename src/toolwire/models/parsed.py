@@ -9,7 +9,7 @@ caller gets ordinary tool calls, streaming included.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 
 from toolwire.models.base import (
     FinishReason,
@@ -199,7 +199,7 @@ async def stream_turn(
     tools: Sequence[Tool],
     settings: ModelSettings | None,
     turn: ParsedTurn,
-) -> AsyncIterator[ModelStreamEvent]:
+) -> AsyncGenerator[ModelStreamEvent, None]:
     """Stream `inner` through `turn`: translated events as they come, then the response."""
     final: ModelResponse | None = None
     async for event in inner.stream(messages, tools, settings):

@@ -8,6 +8,7 @@ earlier calls become assistant text, tool results become user messages.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Sequence
@@ -154,8 +155,10 @@ class PromptedModel:
         turn = self._turn(plan)
         first = stream_turn(self._inner, request, (), inner_settings, turn)
         if plan.forced is None:
-            async for event in first:
-                yield event
+            # Closed here if the consumer stops early, not left to the collector.
+            async with contextlib.aclosing(first) as events:
+                async for event in events:
+                    yield event
             return
         # A retry is only possible while nothing was yielded: hold the first attempt.
         held = [event async for event in first]
@@ -167,10 +170,12 @@ class PromptedModel:
                 yield event
             return
         retry = self._retry_messages(request, turn.raw_text, correction)
-        async for event in stream_turn(self._inner, retry, (), inner_settings, self._turn(plan)):
-            if isinstance(event, ModelResponse):
-                event.usage.add(response.usage)
-            yield event
+        second = stream_turn(self._inner, retry, (), inner_settings, self._turn(plan))
+        async with contextlib.aclosing(second) as events:
+            async for event in events:
+                if isinstance(event, ModelResponse):
+                    event.usage.add(response.usage)
+                yield event
 
     # ------------------------------------------------------------------ the request
 
