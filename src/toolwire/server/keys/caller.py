@@ -49,9 +49,9 @@ def authenticate(request: Request) -> Caller:
     """
     gateway = gateway_of(request)
     sent = credentials(request.scope["headers"])
-    token = presented_key(sent.get(b"authorization"), sent.get(b"x-api-key"))
     key = None
     if gateway.keyring.enabled:
+        token = presented_key(sent.get(b"authorization"), sent.get(b"x-api-key"))
         key = gateway.keyring.key_of(request.scope, token)
         if key is None:
             message = (
