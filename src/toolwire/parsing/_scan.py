@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 __all__ = ["MarkerScanner"]
 
@@ -20,15 +21,17 @@ class MarkerScanner:
 
     __slots__ = ("_max", "_pattern", "_prefixes", "markers")
 
+    markers: tuple[str, ...]
+    _pattern: re.Pattern[str]
+    _max: int
+    _prefixes: tuple[frozenset[str], ...]
+
     def __init__(self, markers: Iterable[str]) -> None:
-        self.markers = tuple(sorted({m for m in markers if m}, key=len, reverse=True))
-        # `(?!)` never matches: a scanner without markers.
-        self._pattern = re.compile("|".join(re.escape(m) for m in self.markers) or "(?!)")
-        self._max = len(self.markers[0]) if self.markers else 0
-        # Proper prefixes of every marker, by length, for the hold-back test.
-        self._prefixes: list[frozenset[str]] = [frozenset()] + [
-            frozenset(m[:k] for m in self.markers if len(m) > k) for k in range(1, self._max)
-        ]
+        # A parser is made per generation, with the same few marker sets each time: what
+        # they compile to is shared (it is never changed after this).
+        self.markers, self._pattern, self._max, self._prefixes = _compile(
+            frozenset(m for m in markers if m)
+        )
 
     @property
     def longest(self) -> int:
@@ -50,3 +53,19 @@ class MarkerScanner:
             if text[n - k :] in self._prefixes[k]:
                 return n - k
         return n
+
+
+@lru_cache(maxsize=1024)
+def _compile(
+    markers: frozenset[str],
+) -> tuple[tuple[str, ...], re.Pattern[str], int, tuple[frozenset[str], ...]]:
+    ordered = tuple(sorted(markers, key=len, reverse=True))
+    # `(?!)` never matches: a scanner without markers.
+    pattern = re.compile("|".join(re.escape(m) for m in ordered) or "(?!)")
+    longest = len(ordered[0]) if ordered else 0
+    # Proper prefixes of every marker, by length, for the hold-back test.
+    prefixes = (
+        frozenset[str](),
+        *(frozenset(m[:k] for m in ordered if len(m) > k) for k in range(1, longest)),
+    )
+    return ordered, pattern, longest, prefixes

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable
+from functools import cache, lru_cache
 from typing import cast
 
 from toolwire.parsing._base import StreamParser, ToolSpecs, tool_names
@@ -115,6 +116,7 @@ def format_for(model: str, *, format: str | None = None) -> str:
     return match_format(model) or DEFAULT_FORMAT
 
 
+@lru_cache(maxsize=256)  # a gateway asks for the same few model ids on every request
 def match_format(model: str) -> str | None:
     """The format of the model family `model` belongs to, or `None` when none matches."""
     for pattern, name in _MODEL_RULES:
@@ -123,6 +125,7 @@ def match_format(model: str) -> str | None:
     return None
 
 
+@cache  # an import by name goes through the import system's locks every time
 def _factory(name: str) -> Callable[[str, ToolSpecs, str], StreamParser]:
     module = importlib.import_module(f"toolwire.parsing.formats.{_MODULES[name]}")
     return cast(Callable[[str, ToolSpecs, str], StreamParser], module.make_parser)
