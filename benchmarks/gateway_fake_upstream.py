@@ -288,13 +288,14 @@ def unframe(raw: bytes) -> tuple[int, str, list[bytes]]:
     if fields.get("transfer-encoding") != "chunked":
         return status, fields["content-type"], [body]
     parts: list[bytes] = []
-    while body:
-        size_line, _, body = body.partition(b"\r\n")
-        size = int(size_line, 16)
+    at = 0  # an offset, not a slice per chunk: a 137,000-chunk stream would copy ~TBs
+    while at < len(body):
+        eol = body.index(b"\r\n", at)
+        size = int(body[at:eol], 16)
         if size == 0:
             break
-        parts.append(body[:size])
-        body = body[size + 2 :]
+        parts.append(body[eol + 2 : eol + 2 + size])
+        at = eol + 2 + size + 2
     return status, fields["content-type"], parts
 
 
