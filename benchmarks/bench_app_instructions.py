@@ -12,9 +12,12 @@ after=src`. Per tree and scenario it runs the gateway app in-process twice under
 (instructions of the second − the first) / requests: what one request costs the
 gateway's Python code, from the ASGI call to the last body byte, with the offline model
 (no socket, no upstream) and, for the agent path, a scripted model that calls the
-`add` server tool once. The last two scenarios are issue 29's server-tool pair as
+`add` server tool once. Two scenarios are issue 29's server-tool pair as
 `bench_hot_path.py` runs it: one gateway with the async `lookup` server tool, whose model
 calls no tool, then calls `lookup` once (their difference is the round trip's own cost).
+The `native` scenarios send `bench_hot_path.py`'s body through a `native` route to the raw fake
+upstream (started here, in its own process, not counted): the pass-through path with the
+gateway's own HTTP client, without the server and the access log.
 """
 
 from __future__ import annotations
@@ -35,6 +38,27 @@ MODEL = "toolwire-offline"
 
 LOOKUP_TOOLS = ROOT / "benchmarks" / "bench_lookup_tools.py"
 """`bench_hot_path.py`'s server tool."""
+
+NATIVE_TOOL = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Current weather for a city.",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+NATIVE_BODY = {
+    "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+    "tools": [
+        {
+            "type": "function",
+            "function": {k: v for k, v in NATIVE_TOOL.items() if k != "type"},
+        }
+    ],
+}
+UPSTREAM_ENV = "TOOLWIRE_BENCH_UPSTREAM_PORT"
 
 SCENARIOS: dict[str, tuple[str, dict[str, Any], str]] = {
     # name: (path, body, server tools: "" none, "add" called once, "lookup" / "lookup none"
@@ -68,6 +92,14 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], str]] = {
         {"messages": [{"role": "user", "content": "look up abc"}]},
         "lookup",
     ),
+    # A `native` route to the raw fake upstream of `bench_gateway.py` (its own process,
+    # not counted): the pass-through path `bench_hot_path.py` measures, with its body.
+    "native chat": ("/v1/chat/completions", NATIVE_BODY, "native"),
+    "native responses stored": (
+        "/v1/responses",
+        {"input": "What is the weather in Paris?", "tools": [NATIVE_TOOL]},
+        "native",
+    ),
 }
 
 
@@ -85,13 +117,23 @@ async def _requests(scenario: str, count: int) -> None:
     path, body, tools = SCENARIOS[scenario]
     workdir = Path(tempfile.mkdtemp())
     config: dict[str, Any] = {"store": f"sqlite:///{workdir}/state.db"}
-    if tools == "add":
+    model = MODEL
+    if tools == "native":
+        model = "bench-model"
+        config["upstream"] = {
+            "kind": "openai",
+            "base_url": f"http://127.0.0.1:{os.environ[UPSTREAM_ENV]}/v1",
+            "retries": 0,
+            "models": {model: "fake-model"},
+        }
+        tools = ""
+    elif tools == "add":
         config["server_tools"] = {"modules": [str(TOOLS)]}
     elif tools:
         config["server_tools"] = {"modules": [str(LOOKUP_TOOLS)]}
     app = create_app(GatewayConfig.model_validate(config), access_log=False)
     gateway = app.state.gateway
-    raw = orjson.dumps({"model": MODEL, **body})
+    raw = orjson.dumps({"model": model, **body})
     if tools == "add":
         call = ToolCall(id="call_1", name="add", arguments='{"a": 2, "b": 3}')
     else:
@@ -193,15 +235,27 @@ def main() -> None:
     trees = [t.split("=", 1) for t in args.tree] or [["this", str(ROOT / "src")]]
     scenarios = args.scenario or list(SCENARIOS)
     print(f"instructions per request (callgrind, {args.requests} requests, in-process ASGI)")
-    print(f"{'scenario':22}" + "".join(f"{name:>14}" for name, _ in trees))
-    for scenario in scenarios:
-        row = []
-        for _, src in trees:
-            base = _instructions(src, scenario, 0)
-            full = _instructions(src, scenario, args.requests)
-            row.append((full - base) / args.requests)
-        ratio = f"   {row[-1] / row[0]:.3f}x" if len(row) > 1 else ""
-        print(f"{scenario:22}" + "".join(f"{r:>14,.0f}" for r in row) + ratio, flush=True)
+    print(f"{'scenario':24}" + "".join(f"{name:>14}" for name, _ in trees))
+    with tempfile.TemporaryDirectory(prefix="toolwire-app-instr-") as workdir:
+        procs = None
+        if any(SCENARIOS[s][2] == "native" for s in scenarios):
+            from bench_gateway import Processes, start_upstream
+
+            procs = Processes(Path(workdir), pin=False)
+            _, port = start_upstream(procs, hermes_kb=1)
+            os.environ[UPSTREAM_ENV] = str(port)
+        try:
+            for scenario in scenarios:
+                row = []
+                for _, src in trees:
+                    base = _instructions(src, scenario, 0)
+                    full = _instructions(src, scenario, args.requests)
+                    row.append((full - base) / args.requests)
+                ratio = f"   {row[-1] / row[0]:.3f}x" if len(row) > 1 else ""
+                print(f"{scenario:24}" + "".join(f"{r:>14,.0f}" for r in row) + ratio, flush=True)
+        finally:
+            if procs is not None:
+                procs.stop_all()
 
 
 if __name__ == "__main__":

@@ -155,7 +155,20 @@ def start_gateway(
         assert target.proc.popen.stderr is not None
         target.proc.popen.stderr.close()
     wait_http_ok(target.proc, f"http://127.0.0.1:{port}/healthz", timeout=60)
+    if workers != 1 and log != "off" and not pipe:
+        # The first worker up answers the probe; a load started before the others are
+        # up keeps its connections on that one (seen: a first round at one worker's rate).
+        count = len(os.sched_getaffinity(target.proc.pid)) if workers == "auto" else int(workers)
+        _wait_for_workers(target.proc.log, count)
     return target, target.proc.pid
+
+
+def _wait_for_workers(log: Path, count: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while log.read_bytes().count(b"Application startup complete") < count:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{count} workers did not all start within {timeout:.0f} s: {log}")
+        time.sleep(0.05)
 
 
 SERVER_TOOLS_NO_CALL = "server tools, none called"
