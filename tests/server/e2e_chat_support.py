@@ -15,6 +15,7 @@ from live import LiveServer
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
 from toolwire.server import GatewayConfig, create_app
+from toolwire.server.http.serving import GatewayServer, ServeOptions
 
 # The tools and messages are typed `Any`: they go both to the `openai` SDK (TypedDict
 # parameters) and into raw JSON bodies.
@@ -62,11 +63,20 @@ def openai_upstream(base_url: str, models: Mapping[str, Any], **extra: Any) -> d
 
 @contextlib.contextmanager
 def live_gateway(
-    config: GatewayConfig, environ: Mapping[str, str] | None = None
+    config: GatewayConfig,
+    environ: Mapping[str, str] | None = None,
+    *,
+    served_by: str = "uvicorn",
 ) -> Iterator[LiveServer]:
-    """The gateway app served by uvicorn on 127.0.0.1 (a free port)."""
+    """The gateway app served on 127.0.0.1 (a free port) by uvicorn as it comes, or with
+    `served_by="toolwire"` by the server `toolwire serve` runs (its protocol, drain and
+    header deadline)."""
     app = create_app(config, environ=dict(ENVIRON if environ is None else environ))
-    with LiveServer(app) as live:
+    server = None
+    if served_by == "toolwire":
+        options = ServeOptions(log_level="warning", access_log=False)
+        server = GatewayServer(options.uvicorn_config(app), drain_seconds=1)
+    with LiveServer(app, server=server) as live:
         yield live
 
 

@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from toolwire.server.http.disconnect import on_disconnect
 from toolwire.server.http.draining import SHUTDOWN_MESSAGE, Drain, drain_of
 from toolwire.server.http.errors import GatewayError
 
@@ -69,9 +70,10 @@ class SSEResponse(Response):
 
     Starlette's `StreamingResponse` does the same with an anyio task group and cancel
     scopes; on the gateway's hot path that machinery was several percent of a stream's
-    CPU. Here one plain task waits for the disconnect and cancels the streaming task:
-    it can only run while that task is suspended inside the loop below, so the
-    cancellation always lands there, and is taken back before returning.
+    CPU. Here the disconnect (`on_disconnect`: the connection's own signal on the
+    gateway's server, else a task waiting on `receive`) cancels the streaming task. It
+    comes from the event loop, so only while that task is suspended inside the loop
+    below: the cancellation always lands there, and is taken back before returning.
     """
 
     media_type = "text/event-stream"
@@ -87,14 +89,12 @@ class SSEResponse(Response):
         assert task is not None
         gone = False
 
-        async def listen() -> None:
+        def left() -> None:
             nonlocal gone
-            while (await receive())["type"] != "http.disconnect":
-                pass
             gone = True
             task.cancel()
 
-        listener = asyncio.get_running_loop().create_task(listen())
+        stop_watching = on_disconnect(scope, receive, left)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async for chunk in self.body_iterator:
@@ -107,7 +107,7 @@ class SSEResponse(Response):
         except OSError:
             pass  # servers of ASGI spec 2.4 report a client that left this way
         finally:
-            listener.cancel()
+            stop_watching()
             await _close(self.body_iterator)
 
 
@@ -169,9 +169,9 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     """Run `work`, cancelling it if the client disconnects first (Starlette does not
     cancel a handler whose client went away).
 
-    `work` runs in the calling task, and one task listens for the disconnect and cancels
-    it, as `SSEResponse` does: the listener can only run while the caller is suspended
-    inside `work`, so its cancellation always lands there. (A task for `work` and
+    `work` runs in the calling task, and the disconnect (`on_disconnect`) cancels it, as
+    in `SSEResponse`: it comes from the event loop, so only while the caller is suspended
+    inside `work`, and its cancellation always lands there. (A task for `work` and
     `asyncio.wait` on the two cost a tenth of a chat request's instructions in-process.)
 
     Raises:
@@ -184,14 +184,12 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     assert task is not None
     gone = False
 
-    async def listen() -> None:
+    def left() -> None:
         nonlocal gone
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
         gone = True
         task.cancel()
 
-    listener = asyncio.get_running_loop().create_task(listen())
+    stop_watching = on_disconnect(request.scope, request.receive, left)
     try:
         with drain.guard():
             result = await work
@@ -204,7 +202,7 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
             raise shutting_down() from None
         raise
     finally:
-        listener.cancel()
+        stop_watching()
     if gone:
         task.uncancel()  # `work` took the cancellation back and finished all the same
         raise ClientGone

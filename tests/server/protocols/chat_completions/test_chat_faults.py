@@ -42,23 +42,31 @@ from fakes.openai_server import (
     tool_call,
 )
 
+# Served by uvicorn as it comes, and by the server `toolwire serve` runs, whose protocol
+# tells the app of a disconnect itself (no task per request waits for it).
+_SERVERS = ["uvicorn", "toolwire"]
 
-@pytest.fixture(scope="module")
-def server(_openai_server_session: FakeOpenAIServer) -> Iterator[LiveServer]:
+
+@pytest.fixture(scope="module", params=_SERVERS)
+def server(
+    request: pytest.FixtureRequest, _openai_server_session: FakeOpenAIServer
+) -> Iterator[LiveServer]:
     config = config_with(
         upstream=openai_upstream(_openai_server_session.base_url, {"gpt": "gpt-4o"}, retries=2)
     )
-    with live_gateway(config) as live:
+    with live_gateway(config, served_by=request.param) as live:
         yield live
 
 
-@pytest.fixture(scope="module")
-def tools_server(_openai_server_session: FakeOpenAIServer) -> Iterator[LiveServer]:
+@pytest.fixture(scope="module", params=_SERVERS)
+def tools_server(
+    request: pytest.FixtureRequest, _openai_server_session: FakeOpenAIServer
+) -> Iterator[LiveServer]:
     config = config_with(
         upstream=openai_upstream(_openai_server_session.base_url, {"gpt": "gpt-4o"}),
         server_tools={"modules": ["e2e_slow_tools"]},
     )
-    with live_gateway(config) as live:
+    with live_gateway(config, served_by=request.param) as live:
         yield live
 
 
