@@ -27,7 +27,8 @@ class HttpToolsWithHeaderDeadline(HeaderDeadlineMixin, HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()  # a new request's scope
-        self.scope["extensions"] = {EXTENSION: {"signal": self._disconnect}}
+        extensions = self.scope.setdefault("extensions", {})
+        extensions[EXTENSION] = {"signal": self._disconnect}
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)

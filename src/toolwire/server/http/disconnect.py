@@ -2,7 +2,7 @@
 
 ASGI tells an app that its client left only through `receive()`, so an app that stops
 work for a client that left keeps a task waiting on it for every request: a task, its
-first step, a future and a cancellation, 8% of a pass-through request's instructions.
+first step, a future and a cancellation, 3% of a pass-through request's instructions.
 On the gateway's own server protocol (`HttpToolsWithHeaderDeadline`) the connection
 says so itself: each request's scope carries its connection's `Disconnect`
 (`scope["extensions"]["toolwire.disconnect"]["signal"]`), whose callbacks run when the
