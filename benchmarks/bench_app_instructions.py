@@ -151,7 +151,7 @@ async def _requests(scenario: str, count: int) -> None:
         async def receive() -> dict[str, Any]:
             nonlocal sent
             if sent:
-                await asyncio.sleep(3600)  # the client stays connected
+                await asyncio.Event().wait()  # the client stays connected (as uvicorn waits)
             sent = True
             return {"type": "http.request", "body": raw, "more_body": False}
 

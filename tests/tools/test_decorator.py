@@ -180,6 +180,17 @@ def test_bad_options_are_definition_errors(options: dict[str, Any], message: str
         tool(**options)(f)
 
 
+@pytest.mark.parametrize("name", ["get_weather", "v2.lookup-order", "météo", "天气", "x9"])
+def test_tool_names_of_letters_digits_underscores_dashes_and_dots(name: str) -> None:
+    assert Tool(name=name).name == name
+
+
+@pytest.mark.parametrize("name", ["", "has space", "tab\t", "line\n", "a/b", "ü!", "a:b", "½?"])
+def test_other_tool_names_are_definition_errors(name: str) -> None:
+    with pytest.raises(ToolDefinitionError, match="use letters, digits"):
+        Tool(name=name)
+
+
 def test_decorating_a_plain_tool_is_an_error() -> None:
     plain = Tool(name="plain")
     with pytest.raises(ToolDefinitionError, match="already a tool"):

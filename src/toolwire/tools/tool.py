@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import warnings
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,10 @@ Invoker = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
 """Runs a tool with validated JSON arguments; returns the tool's raw Python result."""
 
 _JSON_TYPES: Final = ("string", "integer", "number", "boolean", "array", "object", "null")
+_NAME: Final = re.compile(r"[\w.-]+")
+"""A tool name: what `str.isalnum` takes (the pattern's word class is that and `_`), `_`,
+`-` and `.`. One regex, not a Python step per character: a gateway builds its clients'
+tools on every request."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,7 +163,7 @@ class Tool:
     invoker: Invoker | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not self.name or not all(c.isalnum() or c in "_-." for c in self.name):
+        if _NAME.fullmatch(self.name) is None:
             raise ToolDefinitionError(
                 f"Tool name {self.name!r} is invalid: use letters, digits, '_', '-' or '.'."
             )
