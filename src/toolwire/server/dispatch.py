@@ -141,7 +141,6 @@ class Layer:
             await self.other(scope, receive, send)
             return
         observe = self.observe
-        metrics = observe.metrics
         started = time.perf_counter()
         given: bytes | None = None
         headers: dict[str, str] = {}
@@ -166,16 +165,14 @@ class Layer:
                 for name, value in sent:
                     if name == b"content-type" and value.startswith(_EVENT_STREAM):
                         streaming = True
-                        if metrics is not None:
-                            metrics.streams.inc()
+                        observe.streams += 1
                 message["headers"] = [*sent, request_id]
                 answered = True
             elif first_byte is None and kind == _BODY and message.get("body"):
                 first_byte = time.perf_counter()
             await send(message)
 
-        if metrics is not None:
-            metrics.in_flight.inc()
+        observe.in_flight += 1
         tool_calls, answered_by = observe.begin()
         try:
             if not tracing.enabled():

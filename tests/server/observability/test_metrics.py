@@ -104,6 +104,28 @@ def test_requests_streams_tools_and_approvals_are_counted(
     assert _sample(text, "toolwire_requests_total", route="/v1/approvals/{id}", status="404")
 
 
+def test_requests_and_streams_in_flight_are_read_while_they_are(
+    server: LiveServer, openai_server: FakeOpenAIServer
+) -> None:
+    ask = [{"role": "user", "content": "hi"}]
+    openai_server.reply(
+        sse([delta("one"), delta(" two"), delta(finish_reason="stop")], interval=0.3)
+    )
+    body = {"model": "gpt", "messages": ask, "stream": True}
+    with _http(server, ADMIN) as http, _http(server, ADMIN) as scraper:
+        with http.stream("POST", "/v1/chat/completions", json=body) as stream:
+            lines = stream.iter_lines()
+            next(lines)  # the stream's first line: it is being answered
+            during = scraper.get("/metrics").text
+            for _ in lines:
+                pass
+        after = scraper.get("/metrics").text
+    assert _sample(during, "toolwire_streams_active") == 1
+    assert _sample(during, "toolwire_requests_in_flight") == 2  # the stream and the scrape
+    assert _sample(after, "toolwire_streams_active") == 0
+    assert _sample(after, "toolwire_requests_in_flight") == 1
+
+
 def test_upstream_latency_failures_and_unparsed_calls_are_counted(
     openai_server: FakeOpenAIServer,
 ) -> None:

@@ -279,6 +279,14 @@ class Observe:
         self.metrics = metrics
         self.log = log
         self.models = frozenset(models)
+        # Requests and SSE answers in flight, counted by the layer in the event loop's
+        # thread; their gauges read them at scrape time (a gauge's `inc` and `dec` take
+        # a lock, twice per request).
+        self.in_flight = 0
+        self.streams = 0
+        if metrics is not None:
+            metrics.in_flight.set_function(lambda: float(self.in_flight))
+            metrics.streams.set_function(lambda: float(self.streams))
         # The labelled children, looked up once per label values: `labels()` takes a lock
         # and builds the key each time. Holds what the metrics hold already (one entry per
         # series), nothing more.
@@ -335,15 +343,15 @@ class Observe:
         state = scope.get("state") or {}
         model = state.get("model") or ""
         metrics = self.metrics
+        self.in_flight -= 1
+        if streaming:
+            self.streams -= 1
         if metrics is not None:
-            metrics.in_flight.dec()
-            if streaming:
-                metrics.streams.dec()
-                if first_byte is not None:
-                    first = self._first_bytes.get(route)
-                    if first is None:
-                        first = self._first_bytes[route] = metrics.first_byte.labels(route)
-                    first.observe(first_byte - started)
+            if streaming and first_byte is not None:
+                first = self._first_bytes.get(route)
+                if first is None:
+                    first = self._first_bytes[route] = metrics.first_byte.labels(route)
+                first.observe(first_byte - started)
             label = model if not model or model in self.models else OTHER
             method = scope["method"]
             if method not in _METHODS:
