@@ -343,6 +343,76 @@ async def test_an_upstream_that_stops_sending_is_a_read_timeout() -> None:
         await transport.aclose()
 
 
+def _trickle(up: list[Upstream], pieces: int, then: bytes | None) -> Answer:
+    """A chunked answer written one byte-chunk every 0.1 s, then `then` (`None`: a stall)."""
+
+    async def answer(request: bytes) -> bytes | None:
+        writer = up[0].writers[-1]
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for i in range(pieces):
+            await asyncio.sleep(0.1)
+            writer.write(b"1\r\n%d\r\n" % i)
+        if then is None:
+            await asyncio.Event().wait()
+        await asyncio.sleep(0.1)
+        return then
+
+    return answer
+
+
+async def test_the_read_timeout_is_for_each_read_not_the_whole_body() -> None:
+    holder: list[Upstream] = []
+    async with Upstream(_trickle(holder, 8, b"0\r\n\r\n")) as up:
+        holder.append(up)
+        transport = RelayTransport()
+        response = await transport.send(up.url, b"", {}, httpx.Timeout(0.3))
+        # 0.9 s in all, never 0.3 s without a byte.
+        assert await body_of(response) == b"01234567"
+        await transport.aclose()
+
+
+async def test_a_stall_after_some_body_is_a_read_timeout_after_the_last_byte() -> None:
+    holder: list[Upstream] = []
+    async with Upstream(_trickle(holder, 5, None)) as up:
+        holder.append(up)
+        transport = RelayTransport()
+        loop = asyncio.get_running_loop()
+        response = await transport.send(up.url, b"", {}, httpx.Timeout(0.3))
+        seen: list[bytes] = []
+        last = loop.time()
+
+        async def read() -> None:
+            nonlocal last
+            async for piece in response.aiter_bytes():
+                seen.append(piece)
+                last = loop.time()
+
+        with pytest.raises(httpx.ReadTimeout):
+            await read()
+        waited = loop.time() - last
+        await response.aclose()
+        await transport.aclose()
+    assert b"".join(seen) == b"01234"
+    assert 0.25 <= waited < 1.0
+
+
+async def test_an_idle_connection_s_old_deadline_does_not_end_its_next_read() -> None:
+    async def slow(request: bytes) -> bytes | None:
+        await asyncio.sleep(0.25)
+        return ok(b"late")
+
+    async with Upstream(fixed(ok(b"first"))) as up:
+        transport = RelayTransport()
+        timeout = httpx.Timeout(0.3)
+        assert await body_of(await transport.send(up.url, b"", {}, timeout)) == b"first"
+        await asyncio.sleep(0.2)  # idle in the pool as the first read's deadline nears
+        up.answer = slow
+        # 0.45 s after the first read began, 0.25 s into this one: in time.
+        assert await body_of(await transport.send(up.url, b"", {}, timeout)) == b"late"
+        await transport.aclose()
+    assert up.connections == 1
+
+
 async def test_a_response_cut_short_is_a_protocol_error() -> None:
     async with Upstream(fixed(closing(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"))) as up:
         transport = RelayTransport()
