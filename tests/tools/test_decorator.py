@@ -185,8 +185,10 @@ def test_tool_names_of_letters_digits_underscores_dashes_and_dots(name: str) -> 
     assert Tool(name=name).name == name
 
 
-@pytest.mark.parametrize("name", ["", "has space", "tab\t", "line\n", "a/b", "ü!", "a:b", "½?"])
-def test_other_tool_names_are_definition_errors(name: str) -> None:
+@pytest.mark.parametrize(
+    "name", ["", "has space", "tab\t", "line\n", "a/b", "ü!", "a:b", "½?", None, 7, b"raw"]
+)
+def test_other_tool_names_are_definition_errors(name: Any) -> None:
     with pytest.raises(ToolDefinitionError, match="use letters, digits"):
         Tool(name=name)
 
