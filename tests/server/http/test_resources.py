@@ -18,10 +18,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 from live import LiveServer
 from server_support import config_with
 
 from toolwire.server import create_app
+from toolwire.server.http.serving import GatewayServer, ServeOptions
 
 ALICE, BOB, CAROL = "tw-res-alice", "tw-res-bob", "tw-res-carol"
 CHAT = json.dumps(
@@ -37,10 +39,17 @@ def _keys() -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def _gateway(**sections: Any) -> Iterator[LiveServer]:
+def _gateway(served_by: str = "uvicorn", **sections: Any) -> Iterator[LiveServer]:
+    """The gateway on uvicorn as it comes, or (`served_by="toolwire"`) on the server
+    `toolwire serve` runs, whose protocol tells the app of a disconnect itself."""
     sections.setdefault("mcp", {"enabled": True})
     config = config_with(keys=_keys(), store="memory", **sections)
-    with LiveServer(create_app(config, access_log=False)) as live:
+    app = create_app(config, access_log=False)
+    server = None
+    if served_by == "toolwire":
+        options = ServeOptions(log_level="warning", access_log=False)
+        server = GatewayServer(options.uvicorn_config(app), drain_seconds=1)
+    with LiveServer(app, server=server) as live:
         yield live
 
 
@@ -101,11 +110,15 @@ def _json_body(data: bytes) -> Any:
 # --- idle GET /mcp streams ---------------------------------------------------------------------
 
 
-def test_idle_mcp_streams_are_bounded_per_key_and_in_all_and_leave_the_slots_alone() -> None:
+@pytest.mark.parametrize("served_by", ["uvicorn", "toolwire"])
+def test_idle_mcp_streams_are_bounded_per_key_and_in_all_and_leave_the_slots_alone(
+    served_by: str,
+) -> None:
     # Before: each idle stream held one of the request slots, without a bound of its own;
     # 1,024 of them made every POST a 503 while /readyz still said 200.
     mcp = {"max_streams": 6, "max_streams_per_key": 3, "stream_keepalive": 0.2}
-    with _gateway(mcp={"enabled": True, **mcp}, limits={"max_in_flight": 2}) as live:
+    limits = {"max_in_flight": 2}
+    with _gateway(served_by, mcp={"enabled": True, **mcp}, limits=limits) as live:
         held: list[socket.socket] = []
         try:
             for key in (ALICE, BOB):
@@ -151,9 +164,10 @@ def test_idle_mcp_streams_are_bounded_per_key_and_in_all_and_leave_the_slots_alo
             raise AssertionError("closed streams were not released")
 
 
-def test_an_idle_mcp_stream_ends_after_its_idle_timeout() -> None:
+@pytest.mark.parametrize("served_by", ["uvicorn", "toolwire"])
+def test_an_idle_mcp_stream_ends_after_its_idle_timeout(served_by: str) -> None:
     mcp = {"enabled": True, "stream_idle_timeout": 0.5, "stream_keepalive": 0.2}
-    with _gateway(mcp=mcp) as live:
+    with _gateway(served_by, mcp=mcp) as live:
         sock, first = _open_stream(live, ALICE)
         with sock:
             started = time.monotonic()

@@ -36,6 +36,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from toolwire.runner import Approver, ToolRunner, approve_all
 from toolwire.runner.audit import Grant, redact_arguments
+from toolwire.server.http.disconnect import on_disconnect
 from toolwire.server.http.draining import drain_of
 from toolwire.server.http.errors import GatewayError
 from toolwire.server.http.limits import Streams
@@ -282,11 +283,6 @@ def _keep_alive_comment() -> Message:
 async def _keep_alive(request: Request, send: Send, interval: float, lifetime: float) -> None:
     """Hold an event stream open with SSE comments until the client leaves, `lifetime`
     passes or the drain deadline of a shutdown."""
-
-    async def until_gone() -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-
     await send(
         {
             "type": "http.response.start",
@@ -301,13 +297,16 @@ async def _keep_alive(request: Request, send: Send, interval: float, lifetime: f
     await send({"type": "http.response.body", "body": _STREAM_OPEN, "more_body": True})
     loop = asyncio.get_running_loop()
     end = loop.time() + lifetime
-    gone = asyncio.ensure_future(until_gone())
+    gone = asyncio.Event()
+    stop_watching = on_disconnect(request.scope, request.receive, gone.set)
     drain = drain_of(request)
     try:
         with drain.guard():
             while (left := end - loop.time()) > 0:
-                await asyncio.wait({gone}, timeout=min(interval, left))
-                if gone.done():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(interval, left)):
+                        await gone.wait()
+                if gone.is_set():
                     return
                 if end - loop.time() > 0:
                     await send(_keep_alive_comment())
@@ -315,7 +314,7 @@ async def _keep_alive(request: Request, send: Send, interval: float, lifetime: f
         if not drain.interrupted(exc):
             raise
     finally:
-        gone.cancel()
+        stop_watching()
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
