@@ -15,7 +15,6 @@ from live import LiveServer
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
 from toolwire.server import GatewayConfig, create_app
-from toolwire.server.http.serving import GatewayServer, ServeOptions
 
 # The tools and messages are typed `Any`: they go both to the `openai` SDK (TypedDict
 # parameters) and into raw JSON bodies.
@@ -72,11 +71,7 @@ def live_gateway(
     `served_by="toolwire"` by the server `toolwire serve` runs (its protocol, drain and
     header deadline)."""
     app = create_app(config, environ=dict(ENVIRON if environ is None else environ))
-    server = None
-    if served_by == "toolwire":
-        options = ServeOptions(log_level="warning", access_log=False)
-        server = GatewayServer(options.uvicorn_config(app), drain_seconds=1)
-    with LiveServer(app, server=server) as live:
+    with LiveServer(app, served_by=served_by) as live:
         yield live
 
 

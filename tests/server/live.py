@@ -9,6 +9,8 @@ from typing import Any
 
 import uvicorn
 
+from toolwire.server.http.serving import GatewayServer, ServeOptions
+
 __all__ = ["LiveServer"]
 
 
@@ -18,13 +20,19 @@ class LiveServer:
     The lifespan runs, so whatever the app opens at startup is closed at exit.
     """
 
-    def __init__(self, app: Any, *, server: uvicorn.Server | None = None) -> None:
+    def __init__(
+        self, app: Any, *, server: uvicorn.Server | None = None, served_by: str = "uvicorn"
+    ) -> None:
         """`server`: a server of one's own (its config's app is served) instead of
-        uvicorn's default one for `app`."""
+        uvicorn's default one for `app`; or `served_by="toolwire"`: the server
+        `toolwire serve` runs (its protocol classes, drain and header deadline)."""
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
         self.port: int = self._sock.getsockname()[1]
-        if server is None:
+        if server is None and served_by == "toolwire":
+            options = ServeOptions(log_level="warning", access_log=False)
+            server = GatewayServer(options.uvicorn_config(app), drain_seconds=1)
+        elif server is None:
             server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
         self._server = server
         self._thread = threading.Thread(

@@ -185,6 +185,13 @@ def test_tool_names_of_letters_digits_underscores_dashes_and_dots(name: str) -> 
     assert Tool(name=name).name == name
 
 
+def test_a_tool_name_may_be_a_str_subclass() -> None:
+    class Name(str):
+        pass
+
+    assert Tool(name=Name("lookup")).name == "lookup"
+
+
 @pytest.mark.parametrize(
     "name", ["", "has space", "tab\t", "line\n", "a/b", "ü!", "a:b", "½?", None, 7, b"raw"]
 )

@@ -163,7 +163,7 @@ class Tool:
     invoker: Invoker | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if type(self.name) is not str or _NAME.fullmatch(self.name) is None:
+        if not isinstance(self.name, str) or _NAME.fullmatch(self.name) is None:
             raise ToolDefinitionError(
                 f"Tool name {self.name!r} is invalid: use letters, digits, '_', '-' or '.'."
             )

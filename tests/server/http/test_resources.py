@@ -23,7 +23,6 @@ from live import LiveServer
 from server_support import config_with
 
 from toolwire.server import create_app
-from toolwire.server.http.serving import GatewayServer, ServeOptions
 
 ALICE, BOB, CAROL = "tw-res-alice", "tw-res-bob", "tw-res-carol"
 CHAT = json.dumps(
@@ -44,12 +43,7 @@ def _gateway(served_by: str = "uvicorn", **sections: Any) -> Iterator[LiveServer
     `toolwire serve` runs, whose protocol tells the app of a disconnect itself."""
     sections.setdefault("mcp", {"enabled": True})
     config = config_with(keys=_keys(), store="memory", **sections)
-    app = create_app(config, access_log=False)
-    server = None
-    if served_by == "toolwire":
-        options = ServeOptions(log_level="warning", access_log=False)
-        server = GatewayServer(options.uvicorn_config(app), drain_seconds=1)
-    with LiveServer(app, server=server) as live:
+    with LiveServer(create_app(config, access_log=False), served_by=served_by) as live:
         yield live
 
 

@@ -20,15 +20,17 @@ class HttpToolsWithHeaderDeadline(HeaderDeadlineMixin, HttpToolsProtocol):
     `toolwire.server.http.disconnect`)."""
 
     _disconnect: Disconnect
+    _extension: dict[object, object]
+    """The extension's entry, made once per connection: every request on it shares it."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._disconnect = Disconnect()
+        self._extension = {"signal": self._disconnect}
         super().connection_made(transport)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()  # a new request's scope
-        extensions = self.scope.setdefault("extensions", {})
-        extensions[EXTENSION] = {"signal": self._disconnect}
+        self.scope.setdefault("extensions", {})[EXTENSION] = self._extension
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
