@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -32,6 +33,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench_hot_path import door_body
+
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "scripts" / "walk_tools.py"
 MODEL = "toolwire-offline"
@@ -39,25 +42,14 @@ MODEL = "toolwire-offline"
 LOOKUP_TOOLS = ROOT / "benchmarks" / "bench_lookup_tools.py"
 """`bench_hot_path.py`'s server tool."""
 
-NATIVE_TOOL = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather for a city.",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
-NATIVE_BODY = {
-    "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
-    "tools": [
-        {
-            "type": "function",
-            "function": {k: v for k, v in NATIVE_TOOL.items() if k != "type"},
-        }
-    ],
-}
+
+def _door_body(door: str) -> dict[str, Any]:
+    """`bench_hot_path.py`'s request body for `door`, without its model."""
+    body: dict[str, Any] = json.loads(door_body(door, ""))
+    del body["model"]
+    return body
+
+
 UPSTREAM_ENV = "TOOLWIRE_BENCH_UPSTREAM_PORT"
 
 SCENARIOS: dict[str, tuple[str, dict[str, Any], str]] = {
@@ -94,12 +86,8 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], str]] = {
     ),
     # A `native` route to the raw fake upstream of `bench_gateway.py` (its own process,
     # not counted): the pass-through path `bench_hot_path.py` measures, with its body.
-    "native chat": ("/v1/chat/completions", NATIVE_BODY, "native"),
-    "native responses stored": (
-        "/v1/responses",
-        {"input": "What is the weather in Paris?", "tools": [NATIVE_TOOL]},
-        "native",
-    ),
+    "native chat": ("/v1/chat/completions", _door_body("chat"), "native"),
+    "native responses stored": ("/v1/responses", _door_body("responses"), "native"),
 }
 
 
