@@ -332,6 +332,76 @@ async def test_a_killed_connection_leaves_nothing_half_written(
     )
 
 
+async def _terminate_pool(url: str, schema: str) -> int:
+    """End every backend of `schema`'s stores (see `_pooled`), as a PostgreSQL restart or
+    an idle timeout would; how many it ended. Only those: other sessions on the test
+    database (other tests, other processes) keep theirs."""
+    # With a timeout it returns once each backend has exited (its farewell sent), not as
+    # soon as it is signalled: the call that follows comes after the end, not during it.
+    rows = await _sql(
+        url,
+        "public",
+        "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
+        "WHERE application_name = %s AND pid <> pg_backend_pid()",
+        schema,
+    )
+    return int(rows[0][0])
+
+
+async def _pooled(open_pg: Opener, schema: str, **params: str) -> PostgresStore:
+    """A store whose sessions are named after the test's schema, for `_terminate_pool`."""
+    return await open_pg(application_name=schema, **params)
+
+
+async def test_the_call_after_the_server_ended_idle_connections_reads(
+    postgres_url: str, schema: str, open_pg: Opener
+) -> None:
+    store = await _pooled(open_pg, schema)
+    await store.remember("k", {"v": 1}, 60)
+    run = run_record()
+    await store.put_run(run)
+    assert await store.recall("k") == {"v": 1}
+    assert await _terminate_pool(postgres_url, schema) >= 1
+    # Not a StoreUnavailable from the dead pooled connection: the pool hands out a live one.
+    assert await store.recall("k") == {"v": 1}
+    assert await store.get_run(run.id) == replace(run, version=1)
+
+
+async def test_the_call_after_the_server_ended_idle_connections_writes(
+    postgres_url: str, schema: str, open_pg: Opener
+) -> None:
+    store = await _pooled(open_pg, schema)
+    await store.remember("k", {"v": 1}, 60)
+    assert await _terminate_pool(postgres_url, schema) >= 1
+    run = run_record()
+    await store.put_run(run)
+    await store.remember("k", {"v": 2}, 60)
+    assert await store.get_run(run.id) == replace(run, version=1)
+    assert await store.recall("k") == {"v": 2}
+
+
+async def test_concurrent_calls_after_the_server_ended_many_idle_connections(
+    postgres_url: str, schema: str, open_pg: Opener
+) -> None:
+    store = await _pooled(open_pg, schema, pool_size="8")
+    runs = [run_record() for _ in range(8)]
+    # Eight calls at once: the pool grows to (up to) eight connections, idle afterwards.
+    await asyncio.gather(*(store.put_run(run) for run in runs))
+    assert await _terminate_pool(postgres_url, schema) >= 2
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    stored = await asyncio.gather(*(store.get_run(run.id) for run in runs))
+    assert stored == [replace(run, version=1) for run in runs]
+    more = [run_record() for _ in range(8)]
+    await asyncio.gather(*(store.put_run(run) for run in more))
+    # Dead connections are dropped at once, not retried after a back-off.
+    assert loop.time() - started < 1
+    # And one caller alone, meeting every dead connection left in turn, gets through too.
+    await asyncio.gather(*(store.get_run(run.id) for run in runs))
+    assert await _terminate_pool(postgres_url, schema) >= 2
+    assert await store.get_run(runs[0].id) == replace(runs[0], version=1)
+
+
 async def _blocked_by(url: str, blocker: int) -> int:
     """The pid of the session waiting for `blocker`'s lock (polls for up to 5 s)."""
     for _ in range(250):
@@ -454,7 +524,7 @@ async def test_a_server_that_goes_away_reads_as_unavailable_then_recovers(
         await store.put_run(run)
         await proxy.stop()
         loop = asyncio.get_running_loop()
-        for _ in range(2):  # the broken pooled connection, then no new one in time
+        for _ in range(2):  # the pooled connection is dropped, and no new one comes in time
             started = loop.time()
             with pytest.raises(StoreUnavailable, match=f"PostgreSQL at {re.escape(url)}"):
                 await store.get_run(run.id)

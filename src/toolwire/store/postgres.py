@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
+import select
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -369,8 +370,12 @@ class PostgresStore(SqlReads):
         if self._pool is None:
             raise StoreError(f"the PostgreSQL store {self.url} is not open; await store.open()")
         try:
-            async with self._pool.connection() as conn:
-                yield conn
+            conn = await _live_connection(self._pool, time.monotonic() + self._timeout)
+            try:
+                async with conn:  # as `pool.connection()`: commit or roll back, keep it open
+                    yield conn
+            finally:
+                await self._pool.putconn(conn)
         except errors.UniqueViolation:
             raise  # the callers that insert turn it into StoreConflict
         except psycopg.OperationalError as e:  # connection lost, server shutting down, no
@@ -581,6 +586,48 @@ class PostgresStore(SqlReads):
         self._next_purge = now + _PURGE_EVERY
         for table in ("cache", "memory", "counters"):
             await self._write(f"DELETE FROM {table} WHERE expires_at <= now()", [])
+
+
+async def _live_connection(pool: AsyncConnectionPool[_Connection], deadline: float) -> _Connection:
+    """A pooled connection not already ended by the server, by `deadline` (monotonic).
+
+    When PostgreSQL ends a session (restart, `pg_terminate_backend`, an idle timeout) or a
+    proxy cuts it, the idle pooled connection learns of it only by its socket: the
+    server's last message or end of file arrive there, and nobody reads them until the
+    next query fails. An idle connection is owed nothing, so a readable socket means it
+    is gone: close it (the pool then drops it and opens another) and take the next.
+    One `poll` with no wait and no round trip, against `check_connection`'s query per
+    call. Not the pool's `check=` callback: after a failed check it backs off (1 s, then
+    2 s, …), so a caller meeting the several connections a restart ended would wait
+    seconds or time out. Nothing is retried here: no statement has been sent yet.
+
+    A connection cut silently (a network path lost with no packet back) still reads as
+    idle and its next statement waits for TCP to give up. libpq's `keepalives_idle`,
+    `keepalives_interval`, `keepalives_count` and `tcp_user_timeout`, accepted in the
+    URL, bound that; a keepalive that fails marks the socket, and it is skipped here.
+    """
+    while True:
+        conn = await pool.getconn(max(0.0, deadline - time.monotonic()))
+        if not _ended(conn):
+            return conn
+        await conn.close()
+        await pool.putconn(conn)
+
+
+def _ended(conn: _Connection) -> bool:
+    """Whether an idle connection has been ended: anything to read on its socket (the
+    server's farewell, end of file, an error) or psycopg already knows it broken."""
+    if conn.closed:
+        return True
+    try:
+        if not hasattr(select, "poll"):  # Windows, whose select() takes any socket number
+            return bool(select.select([conn.fileno()], [], [], 0)[0])
+        # poll, not select: select() refuses descriptors past 1023, common in a busy gateway.
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError, psycopg.Error):  # no socket to ask: not one to hand out
+        return True
 
 
 def _durability_problem(fsync: str) -> str | None:
