@@ -88,6 +88,11 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any], str]] = {
     # not counted): the pass-through path `bench_hot_path.py` measures, with its body.
     "native chat": ("/v1/chat/completions", _door_body("chat"), "native"),
     "native responses stored": ("/v1/responses", _door_body("responses"), "native"),
+    "native responses unstored": (
+        "/v1/responses",
+        _door_body("responses-unstored"),
+        "native",
+    ),
 }
 
 

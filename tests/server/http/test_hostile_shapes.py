@@ -17,7 +17,7 @@ from live import LiveServer
 from server_support import GatewayFactory, config_with
 
 from toolwire.server import create_app
-from toolwire.server.http._httptools_protocol import HttpToolsWithHeaderDeadline
+from toolwire.server.http._httptools_protocol import GatewayHttpProtocol
 from toolwire.server.http.client_text import HEADER_VALUE_CAP, header_list, log_text
 from toolwire.server.http.json_depth import MAX_JSON_DEPTH, too_deep
 from toolwire.server.http.serving import GatewayServer, H11WithHeaderDeadline, ServeOptions
@@ -583,9 +583,7 @@ def _exchange(sock: socket.socket, request: bytes) -> httpx.Response:
     return httpx.Response(int(status_line.split()[1]), headers=headers, content=body)
 
 
-@pytest.fixture(
-    params=[HttpToolsWithHeaderDeadline, H11WithHeaderDeadline], ids=["httptools", "h11"]
-)
+@pytest.fixture(params=[GatewayHttpProtocol, H11WithHeaderDeadline], ids=["httptools", "h11"])
 def served(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     app = create_app(CONFIG, environ={})
     config = ServeOptions(log_level="critical").uvicorn_config(app)

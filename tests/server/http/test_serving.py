@@ -19,15 +19,13 @@ from live import LiveServer
 from served import ServeProcess
 
 from toolwire.server import create_app
-from toolwire.server.http._httptools_protocol import HttpToolsWithHeaderDeadline
+from toolwire.server.http._httptools_protocol import GatewayHttpProtocol
 from toolwire.server.http.serving import GatewayServer, H11WithHeaderDeadline, ServeOptions
 
 HEADER_TIMEOUT = 0.5
 
 
-@pytest.fixture(
-    params=[HttpToolsWithHeaderDeadline, H11WithHeaderDeadline], ids=["httptools", "h11"]
-)
+@pytest.fixture(params=[GatewayHttpProtocol, H11WithHeaderDeadline], ids=["httptools", "h11"])
 def server(request: pytest.FixtureRequest) -> Iterator[LiveServer]:
     app = create_app()
     config = ServeOptions(log_level="warning", header_timeout=HEADER_TIMEOUT).uvicorn_config(app)

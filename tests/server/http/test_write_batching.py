@@ -17,8 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from toolwire.server.http._httptools_protocol import HttpToolsWithHeaderDeadline
-from toolwire.server.http.header_deadline import HeaderDeadlineMixin
+from toolwire.server.http._httptools_protocol import GatewayHttpProtocol
 from toolwire.server.http.serving import GatewayServer, H11WithHeaderDeadline, ServeOptions
 from toolwire.server.http.write_batching import BatchedWrites
 
@@ -76,12 +75,10 @@ def _app(go_on: threading.Event) -> Starlette:
     )
 
 
-@pytest.fixture(
-    params=[HttpToolsWithHeaderDeadline, H11WithHeaderDeadline], ids=["httptools", "h11"]
-)
+@pytest.fixture(params=[GatewayHttpProtocol, H11WithHeaderDeadline], ids=["httptools", "h11"])
 def served(request: pytest.FixtureRequest) -> Iterator[_Served]:
     writes: list[bytes] = []
-    base: type[HeaderDeadlineMixin] = request.param
+    base: type[asyncio.Protocol] = request.param
 
     class Recording(base):  # type: ignore[valid-type,misc]
         def connection_made(self, transport: asyncio.BaseTransport) -> None:

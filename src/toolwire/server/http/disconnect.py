@@ -3,7 +3,7 @@
 ASGI tells an app that its client left only through `receive()`, so an app that stops
 work for a client that left keeps a task waiting on it for every request: a task, its
 first step, a future and a cancellation, 3% of a pass-through request's instructions.
-On the gateway's own server protocol (`HttpToolsWithHeaderDeadline`) the connection
+On the gateway's own server protocol (`GatewayHttpProtocol`) the connection
 says so itself: each request's scope carries its connection's `Disconnect`
 (`scope["extensions"]["toolwire.disconnect"]["signal"]`), whose callbacks run when the
 connection is lost. `on_disconnect` uses it where it is there, and a task waiting on `receive()`

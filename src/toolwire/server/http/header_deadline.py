@@ -16,6 +16,7 @@ from toolwire.server.http.write_batching import BatchedWrites
 
 __all__ = [
     "DEFAULT_HEADER_TIMEOUT",
+    "REQUEST_TIMEOUT",
     "H11WithHeaderDeadline",
     "HeaderDeadline",
     "HeaderDeadlineMixin",
@@ -35,7 +36,7 @@ _BAD_REQUEST: Final = (
 )
 """What the server answers a request it cannot parse: JSON like every other error (uvicorn's
 own answer is plain text), then the connection closes as uvicorn's does."""
-_REQUEST_TIMEOUT: Final = (
+REQUEST_TIMEOUT: Final = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
     b"connection: close\r\ncontent-length: 112\r\n\r\n"
     b'{"error": {"message": "The request headers did not arrive in time.", '
@@ -84,7 +85,7 @@ class HeaderDeadline:
         if cycle is not None and not cycle.response_complete:
             return  # headers arrived; the request is being served
         if self._partial:
-            transport.write(_REQUEST_TIMEOUT)
+            transport.write(REQUEST_TIMEOUT)
         transport.close()
 
 

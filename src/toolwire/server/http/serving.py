@@ -189,10 +189,10 @@ def options_level() -> str:
 
 def _protocol_class() -> type[asyncio.Protocol]:
     try:
-        from toolwire.server.http._httptools_protocol import HttpToolsWithHeaderDeadline
+        from toolwire.server.http._httptools_protocol import GatewayHttpProtocol
     except ImportError:  # httptools is optional; uvicorn falls back to h11 the same way
         return H11WithHeaderDeadline
-    return HttpToolsWithHeaderDeadline
+    return GatewayHttpProtocol
 
 
 def _drain_of(app: Any) -> Drain | None:
