@@ -37,7 +37,7 @@ import re
 import urllib.parse
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import httptools
 import uvicorn
@@ -51,6 +51,7 @@ from toolwire.server.http.header_deadline import (
     header_timeout,
     send_bad_request,
 )
+from toolwire.server.http.write_batching import BatchedWrites
 
 __all__ = ["GatewayHttpProtocol"]
 
@@ -128,6 +129,7 @@ class GatewayHttpProtocol(asyncio.Protocol):
             self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
 
         self.transport: asyncio.Transport = None  # type: ignore[assignment]
+        self.writes: BatchedWrites = None  # type: ignore[assignment]
         self.cycle: _Cycle | None = None
         """The request parsed last (served, being served, or waiting in `_pipeline`)."""
         self._pipeline: deque[_Cycle] = deque()
@@ -155,7 +157,9 @@ class GatewayHttpProtocol(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # (uvloop's transports are not `asyncio.Transport` subclasses, only alike.)
-        self.transport = transport  # type: ignore[assignment]
+        # The writes of one pass of the loop go out together (see `write_batching`).
+        self.writes = BatchedWrites(cast(asyncio.Transport, transport), self.loop)
+        self.transport = cast(asyncio.Transport, self.writes)
         self.server_state.connections.add(self)  # type: ignore[arg-type]
         self._server = get_local_addr(self.transport)
         self._client = get_remote_addr(self.transport)
@@ -382,13 +386,11 @@ class _Cycle:
         "disconnected",
         "expect_100",
         "head_only",
-        "held",
         "keep_alive",
         "left",
         "more_body",
         "protocol",
         "read",
-        "scheduled",
         "scope",
         "size",
         "started",
@@ -421,8 +423,6 @@ class _Cycle:
         self.chunked = False
         self.left = -1
         """Body bytes the response may still send (its `content-length`; -1 when chunked)."""
-        self.held: list[bytes] = []
-        self.scheduled = False
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -510,23 +510,20 @@ class _Cycle:
             self.left = 0
         elif self.chunked:
             if body:
-                self.held.append(b"%x\r\n%b\r\n" % (len(body), body))
+                protocol.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
             if not more:
-                self.held.append(_LAST_CHUNK)
+                protocol.transport.write(_LAST_CHUNK)
         elif body:
             if len(body) > self.left:
                 raise RuntimeError("Response content longer than Content-Length")
             self.left -= len(body)
-            self.held.append(body)
+            protocol.transport.write(body)
         if more:
-            if not self.scheduled and self.held:
-                self.scheduled = True
-                protocol.loop.call_soon(self._pass_ended)
             return
         if self.left > 0:
             raise RuntimeError("Response content shorter than Content-Length")
         self.complete = True
-        self._flush()
+        protocol.writes.flush()  # the answer's last bytes go now, not after the loop's pass
         self.wake()
         if not self.keep_alive:
             protocol.transport.close()
@@ -563,19 +560,4 @@ class _Cycle:
                 self.chunked = True
                 head.append(b"transfer-encoding: chunked\r\n")
         head.append(b"\r\n")
-        self.held.append(b"".join(head))
-        if not self.scheduled:  # sent at the end of this pass unless its body comes first
-            self.scheduled = True
-            self.protocol.loop.call_soon(self._pass_ended)
-
-    def _pass_ended(self) -> None:
-        self.scheduled = False
-        self._flush()
-
-    def _flush(self) -> None:
-        held = self.held
-        if held:
-            self.held = []
-            transport = self.protocol.transport
-            if not transport.is_closing():
-                transport.write(held[0] if len(held) == 1 else b"".join(held))
+        self.protocol.transport.write(b"".join(head))
