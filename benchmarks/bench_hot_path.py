@@ -3,7 +3,7 @@ per server-tool round trip, with the access log off and on, per door, and what o
 two worker processes serve.
 
 Run: `python benchmarks/bench_hot_path.py [--rounds 3] [--requests 1000] [--duration 4]
-[--mock raw|starlette] [--before OTHER/src]` (prints figures; no assertions). It reuses
+[--mock raw|starlette] [--before OTHER/src] [--floor]` (prints figures; no assertions). It reuses
 `bench_gateway.py`'s processes: the fake OpenAI-compatible upstream (`--mock raw`: raw
 asyncio, 0.015-0.05 ms of CPU per request, kernel included; `--mock starlette`: the same
 answers from a Starlette app under uvicorn, the mock issue 29's ratios are against), the
@@ -13,6 +13,8 @@ raw-asyncio load generator, and `toolwire serve` pinned to CPU 0 with the others
 At concurrency 1, rounds alternating the scenarios:
 
 - non-streaming and 20-chunk streaming, direct and through toolwire in `native` mode;
+- with `--floor`, the same through `floor_proxy.py`: the least a Python process does to
+  relay them (parse, call the upstream, copy the answer back), measured as the gateway is;
 - the same stream through a `parse:hermes` route (the parser reads all the content);
 - a second gateway with the `lookup` server tool: a request whose model calls no tool
   (the agent path's fixed cost), and a server-tool round trip (the model calls `lookup`,
@@ -54,6 +56,7 @@ from bench_gateway import (
     BenchError,
     Hermes,
     LoadGen,
+    Proc,
     Processes,
     Target,
     chat_body,
@@ -66,6 +69,8 @@ from bench_gateway import (
 
 LOOKUP_TOOLS = Path(__file__).with_name("bench_lookup_tools.py")
 """The `lookup` server tool."""
+FLOOR_PROXY = Path(__file__).with_name("floor_proxy.py")
+"""The least a Python process does to relay a request and its answer (`--floor`)."""
 
 
 LOG_MODES = ("off", "text-file", "json-file", "text-pipe", "json-pipe")
@@ -171,6 +176,21 @@ def _wait_for_workers(log: Path, count: int, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def start_floor(procs: Processes, upstream_port: int) -> tuple[Proc, int]:
+    """`floor_proxy.py` in front of the upstream, on the gateway's CPU when pinned."""
+    proc = procs.start(
+        "floor_proxy",
+        [sys.executable, str(FLOOR_PROXY), "--upstream-port", str(upstream_port)],
+        cpus={0},
+        stdout_pipe=True,
+    )
+    assert proc.popen.stdout is not None
+    line = proc.popen.stdout.readline().decode()
+    if not line.startswith("listening on "):
+        raise BenchError(f"the floor proxy did not start:\n{proc.log_tail()}")
+    return proc, int(line.split()[-1])
+
+
 SERVER_TOOLS_NO_CALL = "server tools, none called"
 ROUND_TRIP = "server tool round trip"
 
@@ -267,6 +287,17 @@ def run(opts: argparse.Namespace) -> None:
                 ),
                 Scenario("direct, stream", direct, body("fake-model", True), True, upstream.pid),
             ]
+            if opts.floor:
+                floor, floor_port = start_floor(procs, upstream_port)
+                at = Target(
+                    name="floor", port=floor_port, path="/v1/chat/completions", model="fake-model"
+                )
+                scenarios += [
+                    Scenario(
+                        "floor proxy, non-stream", at, body("fake-model", False), False, floor.pid
+                    ),
+                    Scenario("floor proxy, stream", at, body("fake-model", True), True, floor.pid),
+                ]
             plain: dict[tuple[str, str], Target] = {}
             for variant, src in variants:
                 for log in logs:
@@ -356,7 +387,7 @@ def run(opts: argparse.Namespace) -> None:
                 scenarios = [
                     s
                     for s in scenarios
-                    if s.name.startswith("direct") or any(w in s.name for w in wanted)
+                    if s.name.startswith(("direct", "floor")) or any(w in s.name for w in wanted)
                 ]
             latency: dict[str, list[float]] = {s.name: [] for s in scenarios}
             cpu: dict[str, list[float]] = {s.name: [] for s in scenarios}
@@ -552,6 +583,16 @@ def _spread(values: list[float]) -> str:
     return f"{min(values):.3f}–{max(values):.3f}" if values else ""
 
 
+def _paired(cpu: dict[str, list[float]], name: str, against: str) -> float | None:
+    """The median over rounds of `name`'s CPU over `against`'s in the same round.
+
+    Rounds alternate the scenarios, so both of a pair ran seconds apart: a slow minute of
+    a shared machine moves both, and their ratio less than either (on the tenth pass's
+    VM one scenario's rounds spread by ±20%)."""
+    pairs = [a / b for a, b in zip(cpu.get(name, []), cpu.get(against, []), strict=False) if b]
+    return statistics.median(pairs) if pairs else None
+
+
 def report(
     latency: dict[str, list[float]],
     cpu: dict[str, list[float]],
@@ -570,7 +611,7 @@ def report(
     )
     print(
         f"{'scenario':<46} {'p50 ms':>7} {'added':>7} {'CPU ms/req':>10} "
-        f"{'spread':>13} {'× mock':>7} {'× chain':>8}"
+        f"{'spread':>13} {'× mock':>7} {'paired':>7} {'× chain':>8}"
     )
     mock = {
         "non-stream": cpu50.get("direct, non-stream"),
@@ -585,13 +626,16 @@ def report(
         ratio = "" if direct or not mock[kind] else f"{own / (mock[kind] or 1):.2f}"
         upstream = cpu50.get(f"{name} (upstream)")
         chain = f"{own / upstream:.2f}" if upstream else ""
+        paired = None if direct else _paired(cpu, name, f"direct, {kind}")
+        pair = f"{paired:.2f}" if paired is not None else ""
         print(
             f"{name:<46} {value:>7.3f} {added:>7} {own:>10.3f} {_spread(cpu[name]):>13} "
-            f"{ratio:>7} {chain:>8}"
+            f"{ratio:>7} {pair:>7} {chain:>8}"
         )
     print(
         "\n× mock: against the mock's CPU per request when the load generator calls it "
-        "directly; × chain: against the mock's CPU per request in the same window, serving "
+        "directly, and paired: the median of that ratio round by round; × chain: against "
+        "the mock's CPU per request in the same window, serving "
         "the gateway's requests (at concurrency 1 it sleeps while the gateway works, and "
         "pays a wake-up per request; two upstream calls for a round trip)"
     )
@@ -610,13 +654,30 @@ def report(
         print(f"{variant:<8} " + "   ".join(cells))
     print("\nper door (non-stream, CPU ms/req, and relative to /v1/chat/completions)")
     for variant, _ in variants:
-        chat = cpu50.get(f"{variant} {default_log}, non-stream")
+        chat_name = f"{variant} {default_log}, non-stream"
+        chat = cpu50.get(chat_name)
         cells = [f"chat {chat:.3f}" if chat else "chat —"]
         for door in DOORS:
             value = cpu50.get(f"{variant} {default_log}, /v1/{door}")
-            if value is not None and chat:
-                cells.append(f"{door} {value:.3f} ({(value / chat - 1) * 100:+.0f}%)")
+            paired = _paired(cpu, f"{variant} {default_log}, /v1/{door}", chat_name)
+            if value is not None and chat and paired is not None:
+                cells.append(
+                    f"{door} {value:.3f} ({(value / chat - 1) * 100:+.0f}%, "
+                    f"paired {(paired - 1) * 100:+.0f}%)"
+                )
         print(f"{variant:<8} " + "   ".join(cells))
+    if len(variants) > 1:
+        print("\nhot ÷ before, CPU per request paired round by round (median; the rounds' range)")
+        for name in cpu:
+            if not name.startswith("hot ") or name.endswith("(upstream)"):
+                continue
+            before = "before " + name.removeprefix("hot ")
+            pairs = [a / b for a, b in zip(cpu[name], cpu.get(before, []), strict=False) if b]
+            if pairs:
+                print(
+                    f"{name.removeprefix('hot '):<40} {statistics.median(pairs):.3f} "
+                    f"({min(pairs):.3f}–{max(pairs):.3f})"
+                )
     print("\nserver tools (gateway CPU ms/req; p50 ms)")
     for variant, _ in variants:
         plain = cpu50.get(f"{variant} {default_log}, non-stream")
@@ -681,6 +742,12 @@ def main() -> None:
         help="the upstream: raw asyncio (µs per request) or a Starlette app (the issue's)",
     )
     parser.add_argument("--no-pin", dest="pin", action="store_false")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also measure floor_proxy.py: the least a Python process does to relay a "
+        "request and its answer, the floor the gateway's ratios are set against",
+    )
     parser.add_argument(
         "--only",
         default="",

@@ -3,7 +3,7 @@ noisy machine (CPU time per request moves ±10% from one window to the next when
 work shares the cores; instruction counts move by well under 1%).
 
 Run: `python benchmarks/bench_instructions.py [--requests 300] [--before /work/main/src]
-[--mock raw|starlette] [--store memory|sqlite]` (needs `valgrind`; prints figures, no
+[--mock raw|starlette] [--store memory|sqlite] [--floor]` (needs `valgrind`; prints figures, no
 assertions; `--store sqlite` counts a stored response's commit, the SQLite library's
 instructions included, but not the system calls it makes). Each variant
 is `toolwire serve` (one worker, the instant fake upstream of `bench_gateway.py`, no
@@ -227,6 +227,46 @@ def measure_mock(workdir: Path, requests: int) -> dict[str, float]:
     return figures
 
 
+def measure_floor(workdir: Path, upstream_port: int, requests: int) -> dict[str, float]:
+    """`floor_proxy.py`'s instructions per request in front of the upstream, non-stream
+    and stream: the least a Python process does to relay them."""
+    out = workdir / "cg-floor.out"
+    procs = Processes(workdir, pin=False)
+    port = free_port()
+    proxy = procs.start(
+        "cg-floor",
+        [
+            *_callgrind(out),
+            sys.executable,
+            str(Path(__file__).parent / "floor_proxy.py"),
+            "--upstream-port",
+            str(upstream_port),
+            "--port",
+            str(port),
+        ],
+        env={"PYTHONMALLOC": "malloc"},
+    )
+    figures: dict[str, float] = {}
+    try:
+        deadline = time.monotonic() + 300
+        while True:  # it answers no health check: wait until it relays a request
+            try:
+                with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+                    for name, stream in (("chat", False), ("chat stream", True)):
+                        text = chat_body("fake-model", stream=stream, tools=[WEATHER_TOOL])
+                        figures[name] = _counted(
+                            proxy.pid, out, requests, http, ("/v1/chat/completions", text, {})
+                        )
+                break
+            except httpx.ConnectError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        procs.stop_all()
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300)
@@ -243,6 +283,11 @@ def main() -> None:
         choices=["memory", "sqlite"],
         default="memory",
         help="the gateway's store: sqlite counts what a stored response's commit costs",
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also count floor_proxy.py (the least a Python process does to relay a request)",
     )
     opts = parser.parse_args()
     variants: list[tuple[str, Path | None]] = [("hot", None)]
@@ -262,6 +307,7 @@ def main() -> None:
                     )
                     counts = {k: round(v) for k, v in results[variant, log].items()}
                     print(variant, log, json.dumps(counts), file=sys.stderr, flush=True)
+            floor = measure_floor(workdir, port, opts.requests) if opts.floor else None
         finally:
             procs.stop_all()
         mock = measure_mock(workdir, opts.requests) if opts.mock == "starlette" else None
@@ -280,6 +326,16 @@ def main() -> None:
                 f"{variant} {log}: × the mock's own instructions: "
                 f"chat {figures['chat'] / mock['chat']:.2f}, "
                 f"chat stream {figures['chat stream'] / mock['chat stream']:.2f}"
+            )
+    if floor is not None:
+        print(
+            f"{'floor':<8} {'-':<10} {floor['chat'] / 1000:>12.1f} "
+            f"{floor['chat stream'] / 1000:>12.1f}   (floor_proxy.py relaying them)"
+        )
+        if mock is not None:
+            print(
+                f"floor: × the mock's own instructions: chat {floor['chat'] / mock['chat']:.2f}, "
+                f"chat stream {floor['chat stream'] / mock['chat stream']:.2f}"
             )
     for variant, _ in variants:
         off = results.get((variant, "off"))
