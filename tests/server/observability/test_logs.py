@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from served import ServeProcess
 
+from toolwire.server.http.client_text import log_text
 from toolwire.server.observability.logs import (
     JsonFormatter,
     LineHandler,
@@ -22,6 +23,7 @@ from toolwire.server.observability.logs import (
     access_handler,
     configure_logging,
 )
+from toolwire.server.observability.metrics import _log_line
 
 
 class _Recording(io.StringIO):
@@ -156,6 +158,61 @@ def test_the_direct_access_line_is_the_formatters_line(log_format: str, created:
     formatter = JsonFormatter() if log_format == "json" else handler.formatter
     assert formatter is not None
     assert handler.writer.stream.getvalue() == formatter.format(record) + "\n"  # type: ignore[attr-defined]
+
+
+_FORGED = "a\nforged=line " + "m" * 300
+"""A model id a client chose: a newline that would start a line of its own, and long."""
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+@pytest.mark.parametrize(
+    ("request_id", "key", "model", "tool_calls", "answered_by", "ms"),
+    [
+        ("req_1", "alice", "gpt", 0, [], 0.5912),
+        ("req_1", None, "", 0, [], 1.0),
+        ("req_1", "", _FORGED, 3, ["up/a", "up/b"], 12.345),
+        (None, "alice", "gpt", 0, [""], 0.125),
+        (None, None, "", 1, ["up/a"], 86_400_000.0),
+    ],
+)
+def test_the_access_line_holds_each_field_that_has_a_value_in_order(
+    log_format: str,
+    request_id: str | None,
+    key: str | None,
+    model: str,
+    tool_calls: int,
+    answered_by: list[str],
+    ms: float,
+) -> None:
+    # What the line is: every field that has a value, in this order, as `key=value`; a
+    # model's text escaped and shortened, the last deployment that answered.
+    fields = {
+        "request_id": request_id,
+        "key": key,
+        "method": "POST",
+        "route": "/v1/chat/completions",
+        "status": 200,
+        "duration_ms": round(ms, 2),
+        "model": log_text(model) if model else None,
+        "tool_calls": tool_calls or None,
+        "deployment": answered_by[-1] if answered_by else None,
+    }
+    expected = {k: v for k, v in fields.items() if v is not None}
+    message = " ".join(f"{k}={v}" for k, v in expected.items())
+    handler = LineHandler(log_format, stream=io.StringIO())
+    state = {"request_id": request_id, "key_name": key}
+    scope = {"method": "POST"}
+    route = "/v1/chat/completions"
+    _log_line(scope, state, route, 200, ms, model, tool_calls, answered_by, handler)
+    handler.close()
+    [line] = handler.writer.stream.getvalue().splitlines()  # type: ignore[attr-defined]
+    if log_format == "text":
+        assert line.endswith(f" INFO    toolwire.access: {message}")
+    else:
+        record = json.loads(line)
+        assert list(record)[:4] == ["time", "level", "logger", "message"]
+        assert record["message"] == message
+        assert {k: record[k] for k in list(record)[4:]} == expected
 
 
 def test_the_direct_access_line_is_used_only_where_the_record_would_go_nowhere_else(

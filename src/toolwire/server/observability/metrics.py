@@ -399,20 +399,38 @@ def _log_line(
     answered_by: list[str] = [],  # noqa: B006 - read only
     handler: LineHandler | None = None,
 ) -> None:
-    fields = {
-        "request_id": state.get("request_id"),
-        "key": state.get("key_name"),
-        "method": scope["method"],
-        "route": route,
-        "status": status,
-        "duration_ms": round(ms, 2),
+    # The fields in their order, those without a value left out (as a formatter leaves
+    # them out), and the message they make; built piece by piece, not joined from a
+    # comprehension: this runs once per request.
+    request_id = state.get("request_id")
+    key = state.get("key_name")
+    method = scope["method"]
+    duration = round(ms, 2)
+    fields: dict[str, Any] = {}
+    if request_id is not None:
+        fields["request_id"] = request_id
+    if key is not None:
+        fields["key"] = key
+    fields["method"] = method
+    fields["route"] = route
+    fields["status"] = status
+    fields["duration_ms"] = duration
+    shown = f"method={method} route={route} status={status} duration_ms={duration}"
+    if key is not None:
+        shown = f"key={key} {shown}"
+    if request_id is not None:
+        shown = f"request_id={request_id} {shown}"
+    if model:
         # The client chose it: escaped (a newline would forge a line) and shortened.
-        "model": log_text(model) if model else None,
-        "tool_calls": tool_calls or None,
+        fields["model"] = text = log_text(model)
+        shown = f"{shown} model={text}"
+    if tool_calls:
+        fields["tool_calls"] = tool_calls
+        shown = f"{shown} tool_calls={tool_calls}"
+    if answered_by:
         # From the config (`upstream/model`), never a URL; the last turn's, for a run.
-        "deployment": answered_by[-1] if answered_by else None,
-    }
-    shown = " ".join([f"{k}={v}" for k, v in fields.items() if v is not None])
+        fields["deployment"] = deployment = answered_by[-1]
+        shown = f"{shown} deployment={deployment}"
     if handler is not None:
         # The handler `configure_logging` set up, and nothing else would see the record:
         # the same line, without making a `LogRecord`.
