@@ -587,8 +587,8 @@ def _paired(cpu: dict[str, list[float]], name: str, against: str) -> float | Non
     """The median over rounds of `name`'s CPU over `against`'s in the same round.
 
     Rounds alternate the scenarios, so both of a pair ran seconds apart: a slow minute of
-    a shared machine moves both, and their ratio less than either (on the tenth pass's
-    VM one scenario's rounds spread by ±20%)."""
+    a shared machine moves both, and their ratio less than either (on the VMs of issue
+    29's later passes one scenario's rounds spread by ±20%)."""
     pairs = [a / b for a, b in zip(cpu.get(name, []), cpu.get(against, []), strict=False) if b]
     return statistics.median(pairs) if pairs else None
 
