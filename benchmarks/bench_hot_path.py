@@ -708,6 +708,12 @@ def report(
                 for kind in ("non-stream", "stream"):
                     k = f"toolwire, {kind}"
                     print(f"{variant} --workers auto / 1, {kind}: {auto[k] / one[k]:.2f}")
+        if opts.mock == "starlette":
+            # Seen: auto / 1 = 1.21 non-stream, 0.86 stream, with the mock at full load.
+            print(
+                "(with --mock starlette the mock, one Python worker, is what saturates at "
+                "concurrency 32: bench_workers.py, with wrk and nginx, measures --workers)"
+            )
 
 
 def main() -> None:
