@@ -322,6 +322,24 @@ def chat_body(model: str, *, stream: bool, tools: list[dict[str, Any]]) -> str:
     )
 
 
+def start_listening(
+    procs: Processes,
+    name: str,
+    argv: list[str],
+    *,
+    cpus: set[int] | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[Proc, int]:
+    """A program of these benchmarks that prints `listening on <port>` once it accepts
+    connections (the fake upstream, the floor proxy), and that port."""
+    proc = procs.start(name, argv, cpus=cpus, env=env, stdout_pipe=True)
+    assert proc.popen.stdout is not None
+    line = proc.popen.stdout.readline().decode()
+    if not line.startswith("listening on "):
+        raise BenchError(f"{name} did not start:\n{proc.log_tail()}")
+    return proc, int(line.split()[-1])
+
+
 def start_upstream(
     procs: Processes,
     hermes_kb: int,
@@ -333,7 +351,8 @@ def start_upstream(
     """The fake upstream: raw asyncio (on uvloop with `uvloop`), or with `starlette` the
     same answers from a Starlette app under uvicorn (see `gateway_fake_upstream.py`)."""
     name = "fake_upstream" if not cost_ms else f"fake_upstream_{cost_ms:g}ms"
-    proc = procs.start(
+    return start_listening(
+        procs,
         name + ("_starlette" if starlette else ""),
         [
             sys.executable,
@@ -346,13 +365,7 @@ def start_upstream(
             *(["--uvloop"] if uvloop else []),
         ],
         cpus={1},
-        stdout_pipe=True,
     )
-    assert proc.popen.stdout is not None
-    line = proc.popen.stdout.readline().decode()
-    if not line.startswith("listening on "):
-        raise BenchError(f"the fake upstream did not start:\n{proc.log_tail()}")
-    return proc, int(line.split()[-1])
 
 
 def start_toolwire(procs: Processes, workdir: Path, upstream_port: int) -> Target:

@@ -63,6 +63,7 @@ from bench_gateway import (
     cpu_seconds,
     free_port,
     run_hermes,
+    start_listening,
     start_upstream,
     wait_http_ok,
 )
@@ -178,17 +179,8 @@ def _wait_for_workers(log: Path, count: int, timeout: float = 60.0) -> None:
 
 def start_floor(procs: Processes, upstream_port: int) -> tuple[Proc, int]:
     """`floor_proxy.py` in front of the upstream, on the gateway's CPU when pinned."""
-    proc = procs.start(
-        "floor_proxy",
-        [sys.executable, str(FLOOR_PROXY), "--upstream-port", str(upstream_port)],
-        cpus={0},
-        stdout_pipe=True,
-    )
-    assert proc.popen.stdout is not None
-    line = proc.popen.stdout.readline().decode()
-    if not line.startswith("listening on "):
-        raise BenchError(f"the floor proxy did not start:\n{proc.log_tail()}")
-    return proc, int(line.split()[-1])
+    argv = [sys.executable, str(FLOOR_PROXY), "--upstream-port", str(upstream_port)]
+    return start_listening(procs, "floor_proxy", argv, cpus={0})
 
 
 SERVER_TOOLS_NO_CALL = "server tools, none called"

@@ -34,11 +34,13 @@ import httpx
 from bench_gateway import (
     GATEWAY_KEY,
     GATEWAY_KEY_ENV,
+    HERE,
     UPSTREAM_KEY_ENV,
     WEATHER_TOOL,
     Processes,
     chat_body,
     free_port,
+    start_listening,
     start_upstream,
     wait_http_ok,
 )
@@ -190,81 +192,36 @@ def measure(
     return figures
 
 
-def measure_mock(workdir: Path, requests: int) -> dict[str, float]:
-    """The Starlette mock's own instructions per direct request, non-stream and stream."""
-    out = workdir / "cg-mock.out"
+def measure_direct(workdir: Path, name: str, program: list[str], requests: int) -> dict[str, float]:
+    """The instructions per direct chat request, non-stream and stream, of `program` (a
+    script of these benchmarks and its arguments, which prints `listening on <port>`)."""
+    out = workdir / f"cg-{name}.out"
     procs = Processes(workdir, pin=False)
-    port = free_port()
-    mock = procs.start(
-        "cg-mock",
-        [
-            *_callgrind(out),
-            sys.executable,
-            str(Path(__file__).parent / "gateway_fake_upstream.py"),
-            "--starlette",
-            "--hermes-kb",
-            "1",
-            "--port",
-            str(port),
-        ],
-        env={"PYTHONMALLOC": "malloc"},
-    )
+    argv = [*_callgrind(out), sys.executable, *program]
+    proc, port = start_listening(procs, f"cg-{name}", argv, env={"PYTHONMALLOC": "malloc"})
     figures: dict[str, float] = {}
     try:
-        wait_http_ok(mock, f"http://127.0.0.1:{port}/healthz", timeout=300)
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-            for name, stream in (("chat", False), ("chat stream", True)):
+            for scenario, stream in (("chat", False), ("chat stream", True)):
                 text = chat_body("fake-model", stream=stream, tools=[WEATHER_TOOL])
-                figures[name] = _counted(
-                    mock.pid,
-                    out,
-                    requests,
-                    http,
-                    ("/v1/chat/completions", text, {}),
-                )
+                post = ("/v1/chat/completions", text, {})
+                figures[scenario] = _counted(proc.pid, out, requests, http, post)
     finally:
         procs.stop_all()
     return figures
+
+
+def measure_mock(workdir: Path, requests: int) -> dict[str, float]:
+    """The Starlette mock's own instructions per direct request, non-stream and stream."""
+    mock = [str(HERE / "gateway_fake_upstream.py"), "--starlette", "--hermes-kb", "1"]
+    return measure_direct(workdir, "mock", mock, requests)
 
 
 def measure_floor(workdir: Path, upstream_port: int, requests: int) -> dict[str, float]:
     """`floor_proxy.py`'s instructions per request in front of the upstream, non-stream
     and stream: the least a Python process does to relay them."""
-    out = workdir / "cg-floor.out"
-    procs = Processes(workdir, pin=False)
-    port = free_port()
-    proxy = procs.start(
-        "cg-floor",
-        [
-            *_callgrind(out),
-            sys.executable,
-            str(Path(__file__).parent / "floor_proxy.py"),
-            "--upstream-port",
-            str(upstream_port),
-            "--port",
-            str(port),
-        ],
-        env={"PYTHONMALLOC": "malloc"},
-    )
-    figures: dict[str, float] = {}
-    try:
-        deadline = time.monotonic() + 300
-        while True:  # it answers no health check: wait until it relays a request
-            try:
-                with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-                    for name, stream in (("chat", False), ("chat stream", True)):
-                        text = chat_body("fake-model", stream=stream, tools=[WEATHER_TOOL])
-                        figures[name] = _counted(
-                            proxy.pid, out, requests, http, ("/v1/chat/completions", text, {})
-                        )
-                break
-            except httpx.ConnectError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-    finally:
-        procs.stop_all()
-    return figures
+    floor = [str(HERE / "floor_proxy.py"), "--upstream-port", str(upstream_port)]
+    return measure_direct(workdir, "floor", floor, requests)
 
 
 def main() -> None:
