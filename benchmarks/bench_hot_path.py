@@ -575,13 +575,18 @@ def _spread(values: list[float]) -> str:
     return f"{min(values):.3f}–{max(values):.3f}" if values else ""
 
 
-def _paired(cpu: dict[str, list[float]], name: str, against: str) -> float | None:
-    """The median over rounds of `name`'s CPU over `against`'s in the same round.
+def _pairs(cpu: dict[str, list[float]], name: str, against: str) -> list[float]:
+    """`name`'s CPU over `against`'s, round by round.
 
     Rounds alternate the scenarios, so both of a pair ran seconds apart: a slow minute of
     a shared machine moves both, and their ratio less than either (on the VMs of issue
     29's later passes one scenario's rounds spread by ±20%)."""
-    pairs = [a / b for a, b in zip(cpu.get(name, []), cpu.get(against, []), strict=False) if b]
+    return [a / b for a, b in zip(cpu.get(name, []), cpu.get(against, []), strict=False) if b]
+
+
+def _paired(cpu: dict[str, list[float]], name: str, against: str) -> float | None:
+    """The median over rounds of `name`'s CPU over `against`'s in the same round."""
+    pairs = _pairs(cpu, name, against)
     return statistics.median(pairs) if pairs else None
 
 
@@ -650,11 +655,11 @@ def report(
         chat = cpu50.get(chat_name)
         cells = [f"chat {chat:.3f}" if chat else "chat —"]
         for door in DOORS:
-            value = cpu50.get(f"{variant} {default_log}, /v1/{door}")
+            door_cpu = cpu50.get(f"{variant} {default_log}, /v1/{door}")
             paired = _paired(cpu, f"{variant} {default_log}, /v1/{door}", chat_name)
-            if value is not None and chat and paired is not None:
+            if door_cpu is not None and chat and paired is not None:
                 cells.append(
-                    f"{door} {value:.3f} ({(value / chat - 1) * 100:+.0f}%, "
+                    f"{door} {door_cpu:.3f} ({(door_cpu / chat - 1) * 100:+.0f}%, "
                     f"paired {(paired - 1) * 100:+.0f}%)"
                 )
         print(f"{variant:<8} " + "   ".join(cells))
@@ -663,8 +668,7 @@ def report(
         for name in cpu:
             if not name.startswith("hot ") or name.endswith("(upstream)"):
                 continue
-            before = "before " + name.removeprefix("hot ")
-            pairs = [a / b for a, b in zip(cpu[name], cpu.get(before, []), strict=False) if b]
+            pairs = _pairs(cpu, name, "before " + name.removeprefix("hot "))
             if pairs:
                 print(
                     f"{name.removeprefix('hot '):<40} {statistics.median(pairs):.3f} "
@@ -687,12 +691,12 @@ def report(
     if rates:
         print(f"\nconcurrency 32, {opts.duration:.0f} s each, requests/s (log {default_log})")
         for key, values in rates.items():
-            cells = "   ".join(
+            shown = "   ".join(
                 f"{k} {v:.0f} ±{values.get(k + ' spread', 0) / 2:.0f}"
                 for k, v in values.items()
                 if not k.endswith("spread")
             )
-            print(f"{key:<24} {cells}")
+            print(f"{key:<24} {shown}")
         for variant, _ in variants:
             one = rates.get(f"{variant}, --workers 1")
             auto = rates.get(f"{variant}, --workers auto")

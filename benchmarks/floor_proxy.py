@@ -36,6 +36,7 @@ class _Upstream(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.transport: asyncio.Transport | None = None
         self.chunked = False
+        self.body: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -45,7 +46,7 @@ class _Upstream(asyncio.Protocol):
 
     def on_message_begin(self) -> None:
         self.chunked = False
-        self.body: list[bytes] = []
+        self.body = []
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if name.lower() == b"transfer-encoding" and b"chunked" in value.lower():
